@@ -1,0 +1,98 @@
+"""Records shared by the stages: parsed blocks, chunks and retrieval hits.
+
+These are the contracts between modules; each stage's own settings live in its module.
+IR data (queries, qrels, runs) are plain dicts, see :mod:`rag.evaluate`:
+``queries: {qid: text}``, ``qrels: {qid: {doc_id: grade}}``, ``runs: {qid: {doc_id: score}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+BlockKind = Literal["heading", "body", "caption", "footnote", "references", "header_footer"]
+ParseStatus = Literal[
+    "ok", "encrypted", "empty", "image_only", "too_many_pages", "timeout", "corrupt", "error"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One text block of a parsed PDF, in reading order.
+
+    Attributes:
+        page: 1-based page number.
+        kind: what the block is; chunkers keep ``heading`` and ``body`` (and optionally captions
+            and footnotes) and drop ``header_footer`` and, by default, ``references``.
+        section: the heading of the section the block belongs to ("" before the first heading).
+        text: normalised text (ligatures expanded, hyphenated line breaks joined, whitespace
+            collapsed within lines).
+        bbox: (x0, y0, x1, y1) in PDF points on its page.
+    """
+
+    page: int
+    kind: BlockKind
+    section: str
+    text: str
+    bbox: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(slots=True)
+class ParsedPaper:
+    """A parsed paper: its blocks in reading order plus how the parse went."""
+
+    paper_id: str
+    n_pages: int
+    blocks: list[Block] = field(default_factory=list)
+    status: ParseStatus = "ok"
+    error: str | None = None
+    parse_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["blocks"] = [asdict(b) for b in self.blocks]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ParsedPaper:
+        blocks = [Block(**{**b, "bbox": tuple(b["bbox"])}) for b in d.get("blocks", [])]
+        return cls(**{**d, "blocks": blocks})
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A retrievable unit of text.
+
+    ``chunk_id`` is a stable hash of (paper id, strategy, parameters, offsets); ``char_start`` and
+    ``char_end`` index into the paper's chunkable text as built by :func:`rag.chunk.paper_text`.
+    """
+
+    chunk_id: str
+    paper_id: str
+    strategy: str
+    text: str
+    section: str
+    page_start: int
+    page_end: int
+    char_start: int
+    char_end: int
+    n_tokens: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One retrieval result: a chunk record plus its score (higher is better)."""
+
+    chunk_id: str
+    paper_id: str
+    page: int
+    section: str
+    text: str
+    score: float
