@@ -51,6 +51,10 @@ class ProviderUnavailable(LLMError):
     """A provider cannot be used here (missing API key, missing package or weights)."""
 
 
+class EvaluationError(RagError):
+    """A metric or statistic cannot be computed (no scored questions, misaligned values)."""
+
+
 class JudgeError(RagError):
     """A judge produced output that could not be interpreted."""
 
