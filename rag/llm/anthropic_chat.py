@@ -1,0 +1,86 @@
+"""Backend for Anthropic's Messages API through the ``anthropic`` SDK.
+
+System messages go to the separate ``system`` field. The API has no JSON mode; ``json_mode`` is
+emulated by prefilling the assistant turn with ``{`` (Anthropic's documented technique for
+forcing JSON), and the ``{`` is put back in front of the returned text.
+
+Recent SDKs (2.x) dropped the ``temperature`` argument from ``messages.create`` although the
+Messages API still takes it for the registered models; it is then sent in ``extra_body`` so
+decoding stays at temperature 0 whatever the SDK version.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from functools import cache
+from typing import Any
+
+from rag.llm.base import Message
+from rag.llm.errors import MalformedResponse
+from rag.llm.model import RawCompletion
+
+log = logging.getLogger(__name__)
+
+
+@cache
+def _sdk_takes_temperature(create: Any) -> bool:
+    try:
+        return "temperature" in inspect.signature(create).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class AnthropicBackend:
+    """Messages through an injected ``anthropic.Anthropic`` client."""
+
+    supports_json_mode = True
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.provider = "anthropic"
+
+    def call(
+        self,
+        model: str,
+        messages: list[Message],
+        *,
+        temperature: float,
+        max_tokens: int,
+        stop: list[str] | None,
+        seed: int | None,
+        json_mode: bool,
+    ) -> RawCompletion:
+        """One request (``seed`` is not supported by the API and is only part of the cache key)."""
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        turns: list[dict[str, str]] = [dict(m) for m in messages if m["role"] != "system"]
+        prefill = "{" if json_mode else ""
+        if prefill:
+            turns.append({"role": "assistant", "content": prefill})
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": turns,
+            "max_tokens": max_tokens,
+        }
+        create = self._client.messages.create
+        if _sdk_takes_temperature(type(self._client.messages).create):
+            kwargs["temperature"] = temperature
+        else:
+            kwargs["extra_body"] = {"temperature": temperature}
+        if system:
+            kwargs["system"] = system
+        if stop:
+            kwargs["stop_sequences"] = list(stop)
+        resp = create(**kwargs)
+        label = f"anthropic/{model}"
+        try:
+            parts = [b.text for b in resp.content if getattr(b, "type", None) == "text"]
+            n_in, n_out = resp.usage.input_tokens, resp.usage.output_tokens
+        except (AttributeError, TypeError) as e:
+            raise MalformedResponse(
+                f"{label}: response has no content blocks or usage ({e}); "
+                "check that the base URL points at an Anthropic Messages API"
+            ) from e
+        if not isinstance(n_in, int) or not isinstance(n_out, int):
+            raise MalformedResponse(f"{label}: usage token counts missing ({n_in!r}, {n_out!r})")
+        return RawCompletion(text=prefill + "".join(parts), input_tokens=n_in, output_tokens=n_out)

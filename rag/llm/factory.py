@@ -1,0 +1,134 @@
+"""Build chat models from settings: the one place SDK clients are constructed.
+
+Keys are read from the environment only by :func:`rag.llm.settings.keys_from_env`, called here
+when the caller passes none; SDK clients get ``max_retries=0`` (our retries are the only ones),
+the configured timeout and base URL, and an optional injected ``httpx.Client``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from typing import Any
+
+from rag.errors import ProviderUnavailable
+from rag.llm.anthropic_chat import AnthropicBackend
+from rag.llm.cache import CompletionCache
+from rag.llm.local import LocalBackend, engine_missing, find_gguf
+from rag.llm.meter import CostMeter
+from rag.llm.model import Backend, CachedChatModel
+from rag.llm.openai_chat import OpenAIChatBackend
+from rag.llm.registry import MODELS, get_model
+from rag.llm.settings import KEY_ENV, ApiKeys, LLMSettings, keys_from_env
+
+log = logging.getLogger(__name__)
+
+_SDK = {"openai": "openai", "anthropic": "anthropic", "groq": "groq"}
+
+#: One local backend per (engine, threads), so several model objects share loaded weights.
+_LOCAL: dict[tuple[str, int], LocalBackend] = {}
+
+
+def _unavailable_reason(provider: str, settings: LLMSettings, keys: ApiKeys) -> str | None:
+    if provider == "local":
+        try:
+            find_gguf()
+        except ProviderUnavailable as e:
+            return str(e)
+        return engine_missing(settings.local_backend)
+    if importlib.util.find_spec(_SDK[provider]) is None:
+        return f"Python package {_SDK[provider]!r} not installed"
+    if keys.get(provider) is None:
+        return f"no key: set {KEY_ENV[provider]}"
+    return None
+
+
+def available_models(
+    settings: LLMSettings | None = None, keys: ApiKeys | None = None
+) -> list[tuple[str, bool, str]]:
+    """Every registered model as ``(name, available, reason)``, sorted by name.
+
+    ``reason`` is "ok" or why the model cannot run here (e.g. "no key: set GROQ_API_KEY"), so a
+    notebook can report "not run: no key" instead of skipping silently.
+    """
+    settings = settings or LLMSettings()
+    keys = keys_from_env() if keys is None else keys
+    rows = []
+    for name in sorted(MODELS):
+        why = _unavailable_reason(MODELS[name].provider, settings, keys)
+        rows.append((name, why is None, why or "ok"))
+    return rows
+
+
+def _sdk_client(provider: str, settings: LLMSettings, key: str, http_client: Any) -> Any:
+    common: dict[str, Any] = {
+        "api_key": key,
+        "timeout": settings.timeout_s,
+        "max_retries": 0,
+    }
+    if http_client is not None:
+        common["http_client"] = http_client
+    if provider == "openai":
+        import openai
+
+        return openai.OpenAI(base_url=settings.openai_base_url, **common)
+    if provider == "groq":
+        import groq
+
+        return groq.Groq(base_url=settings.groq_base_url, **common)
+    import anthropic
+
+    return anthropic.Anthropic(base_url=settings.anthropic_base_url, **common)
+
+
+def make_chat_model(
+    name: str,
+    settings: LLMSettings | None = None,
+    *,
+    cache: CompletionCache | None = None,
+    meter: CostMeter | None = None,
+    http_client: Any = None,
+    keys: ApiKeys | None = None,
+) -> CachedChatModel:
+    """A ready :class:`~rag.llm.base.ChatModel` for a registered model name.
+
+    Args:
+        name: a name from :mod:`rag.llm.registry`.
+        settings: LLM settings (defaults when None).
+        cache: the completion cache (None: no caching).
+        meter: the run's cost meter (None: not metered).
+        http_client: an ``httpx.Client`` handed to the SDK (proxies, tests).
+        keys: API keys (None: read from the environment by :func:`keys_from_env`).
+
+    Raises:
+        ConfigError: unknown model name (the message lists the known ones).
+        ProviderUnavailable: missing key (naming the variable), SDK or local weights.
+    """
+    spec = get_model(name)
+    settings = settings or LLMSettings()
+    keys = keys_from_env() if keys is None else keys
+    why = _unavailable_reason(spec.provider, settings, keys)
+    if why is not None:
+        raise ProviderUnavailable(f"model {name!r} ({spec.provider}) unavailable: {why}")
+    backend: Backend
+    if spec.provider == "local":
+        k = (settings.local_backend, settings.local_threads)
+        if k not in _LOCAL:
+            _LOCAL[k] = LocalBackend(settings.local_backend, threads=settings.local_threads)
+        backend = _LOCAL[k]
+    else:
+        secret = keys.get(spec.provider)
+        assert secret is not None  # checked by _unavailable_reason
+        client = _sdk_client(spec.provider, settings, secret.get_secret_value(), http_client)
+        backend = (
+            AnthropicBackend(client)
+            if spec.provider == "anthropic"
+            else OpenAIChatBackend(client, spec.provider)
+        )
+    return CachedChatModel(spec, backend, settings, cache=cache, meter=meter)
+
+
+def make_cache(settings: LLMSettings | None = None) -> CompletionCache:
+    """The completion cache at ``settings.cache_dir`` (default ``cache_dir('llm')``)."""
+    settings = settings or LLMSettings()
+    return CompletionCache(settings.cache_dir)

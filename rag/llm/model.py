@@ -1,0 +1,204 @@
+"""The one :class:`~rag.llm.base.ChatModel` implementation: cache, retries, metering, batching.
+
+Providers differ only in a small :class:`Backend` that turns messages into a
+:class:`RawCompletion` (text + provider-reported usage). Everything else — the cache lookup, the
+bounded concurrency, retries, the cost from the registry's prices, the meter — lives here once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+from tqdm.auto import tqdm
+
+from rag.errors import ConfigError
+from rag.llm.base import Completion, Message
+from rag.llm.cache import CacheEntry, CompletionCache, cache_key
+from rag.llm.meter import CostMeter
+from rag.llm.registry import ModelSpec
+from rag.llm.retry import call_with_retries
+from rag.llm.settings import LLMSettings
+
+log = logging.getLogger(__name__)
+
+_ROLES = frozenset({"system", "user", "assistant"})
+
+
+@dataclass(frozen=True, slots=True)
+class RawCompletion:
+    """What a backend returns: the text and the usage as the provider reported it."""
+
+    text: str
+    input_tokens: int
+    output_tokens: int
+
+
+class Backend(Protocol):
+    """One provider's way of running a chat completion (no cache, no retries)."""
+
+    supports_json_mode: bool
+
+    def call(
+        self,
+        model: str,
+        messages: list[Message],
+        *,
+        temperature: float,
+        max_tokens: int,
+        stop: list[str] | None,
+        seed: int | None,
+        json_mode: bool,
+    ) -> RawCompletion: ...
+
+
+def validate_messages(messages: Sequence[Message]) -> list[Message]:
+    """Check the chat messages' shape; raise ConfigError naming the bad one."""
+    if not messages:
+        raise ConfigError("messages is empty; pass at least one {'role': 'user', 'content': ...}")
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in _ROLES:
+            raise ConfigError(f"message {i} {m!r}: role must be one of {sorted(_ROLES)}")
+        if not isinstance(m.get("content"), str):
+            raise ConfigError(f"message {i}: content must be a string, got {m.get('content')!r}")
+        out.append({"role": m["role"], "content": m["content"]})
+    return out
+
+
+class CachedChatModel:
+    """A registered model served by a backend, with disk cache, retries and a cost meter."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        backend: Backend,
+        settings: LLMSettings,
+        *,
+        cache: CompletionCache | None,
+        meter: CostMeter | None,
+    ) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.settings = settings
+        self._backend = backend
+        self._cache = cache if settings.cache_enabled else None
+        self._meter = meter
+        self._slots = threading.BoundedSemaphore(settings.concurrency)
+
+    @property
+    def supports_json_mode(self) -> bool:
+        """Whether ``json_mode=True`` is honoured by this provider."""
+        return self._backend.supports_json_mode
+
+    def complete(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        stop: list[str] | None = None,
+        seed: int | None = 0,
+        json_mode: bool = False,
+        prompt_version: str = "v1",
+    ) -> Completion:
+        """One chat completion, from the cache when this exact request was made before.
+
+        Raises:
+            ConfigError: malformed messages, bad parameters, json_mode where unsupported.
+            LLMError: the provider failed after the retries, rejected the request or answered
+                something unusable.
+        """
+        msgs = validate_messages(messages)
+        if max_tokens < 1:
+            raise ConfigError(f"max_tokens={max_tokens}: must be >= 1")
+        if not 0.0 <= temperature <= 2.0:
+            raise ConfigError(f"temperature={temperature}: must be within [0, 2]")
+        if json_mode and not self._backend.supports_json_mode:
+            raise ConfigError(
+                f"json_mode is not supported by {self.spec.provider}/{self.name}; "
+                "parse JSON from plain text or pick another model"
+            )
+        t0 = time.perf_counter()
+        key = cache_key(
+            provider=self.spec.provider,
+            model=self.spec.api_model,
+            messages=msgs,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stop=stop,
+            seed=seed,
+            json_mode=json_mode,
+            prompt_version=prompt_version,
+        )
+        if self._cache is not None and (hit := self._cache.get(key)) is not None:
+            return self._record(hit, cached=True, latency=time.perf_counter() - t0)
+
+        def attempt() -> RawCompletion:
+            with self._slots:
+                return self._backend.call(
+                    self.spec.api_model,
+                    msgs,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    stop=stop,
+                    seed=seed,
+                    json_mode=json_mode,
+                )
+
+        raw = call_with_retries(
+            attempt, provider=self.spec.provider, model=self.name, s=self.settings
+        )
+        latency = time.perf_counter() - t0
+        entry = CacheEntry(
+            text=raw.text,
+            input_tokens=raw.input_tokens,
+            output_tokens=raw.output_tokens,
+            cost_usd=self.spec.cost(raw.input_tokens, raw.output_tokens),
+            latency_s=latency,
+        )
+        if self._cache is not None:
+            self._cache.set(key, entry)
+        return self._record(entry, cached=False, latency=latency)
+
+    def complete_many(
+        self, batch: Sequence[list[Message]], *, progress: bool = True, **kwargs: object
+    ) -> list[Completion]:
+        """Complete many prompts with at most ``settings.concurrency`` requests in flight.
+
+        Results keep the input order; the first failure is raised after in-flight calls end.
+        """
+        with ThreadPoolExecutor(max_workers=self.settings.concurrency) as pool:
+            futures = [pool.submit(self.complete, m, **kwargs) for m in batch]  # type: ignore[arg-type]
+            it = tqdm(futures, desc=self.name, disable=not progress or len(batch) < 2)
+            return [f.result() for f in it]
+
+    def _record(self, e: CacheEntry, *, cached: bool, latency: float) -> Completion:
+        c = Completion(
+            text=e.text,
+            model=self.name,
+            provider=self.spec.provider,
+            input_tokens=e.input_tokens,
+            output_tokens=e.output_tokens,
+            cost_usd=e.cost_usd,
+            latency_s=latency,
+            cached=cached,
+        )
+        if self._meter is not None:
+            self._meter.record(c)
+        log.debug(
+            "%s/%s: %d in, %d out, $%.6f, %.3fs%s",
+            c.provider,
+            c.model,
+            c.input_tokens,
+            c.output_tokens,
+            c.cost_usd,
+            latency,
+            " (cached)" if cached else "",
+        )
+        return c
