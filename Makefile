@@ -1,0 +1,36 @@
+# arXiv RAG Lab — every target creates/reuses .venv and installs from the project's own files.
+PY      ?= python3
+VENV    ?= .venv
+PROFILE ?= default
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+
+.PHONY: setup report test test-slow bench lab lint check-params clean-smoke
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,lab]'
+	@touch $(STAMP)
+
+setup: $(STAMP)  ## create .venv and install the project (CPU torch, offline models)
+
+report: setup  ## run all notebooks on PROFILE (default: default) and render outputs/PROFILE/index.html
+	$(BIN)/rag report --profile $(PROFILE)
+
+test: setup  ## the offline test suite, smoke-profile notebooks included (what CI runs)
+	$(BIN)/python -m pytest
+
+test-slow: setup  ## real corpus / real models: the slow tier
+	$(BIN)/python -m pytest -m slow
+
+bench: setup  ## throughput and latency benchmarks (not tests)
+	$(BIN)/rag bench
+
+lab: setup  ## open the notebooks in JupyterLab
+	$(BIN)/jupyter lab notebooks/
+
+lint: setup
+	$(BIN)/ruff check rag tests
+
+check-params: setup  ## every params/*.yaml key is declared by its notebook
+	$(BIN)/rag check-params

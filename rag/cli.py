@@ -1,0 +1,62 @@
+"""The ``rag`` command: run the report, check profiles, list models, benchmark.
+
+Each subcommand is a thin shell over a package function, so notebooks and tests call the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from rag.errors import RagError
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from rag.runner import run_report
+
+    run_report(args.profile, only=args.only or None, strict=args.strict)
+    print(f"report: outputs/{args.profile}/index.html")
+    return 0
+
+
+def _cmd_check_params(args: argparse.Namespace) -> int:
+    from rag import profiles
+
+    names = args.profiles or profiles.list_profiles()
+    for name in names:
+        resolved = profiles.resolve_parameters(name, f"outputs/{name}")
+        print(f"{name}: ok ({sum(len(v) for v in resolved.values())} parameters over {len(resolved)} notebooks)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rag", description="arXiv RAG Lab command line")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("report", help="execute all notebooks on a profile and render HTML")
+    r.add_argument("--profile", default="default", help="params/<profile>.yaml (default: default)")
+    r.add_argument("--only", nargs="*", help="notebook stems or NN prefixes to run (default: all)")
+    r.add_argument("--strict", action="store_true", help="refuse, rather than scrub, leaks in outputs")
+    r.set_defaults(func=_cmd_report)
+
+    c = sub.add_parser("check-params", help="validate params/*.yaml against the notebooks")
+    c.add_argument("profiles", nargs="*")
+    c.set_defaults(func=_cmd_check_params)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except RagError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

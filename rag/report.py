@@ -1,0 +1,67 @@
+"""What a notebook writes: figures, tables and ``metrics.json`` under the run's output folder.
+
+Notebooks call a :class:`Recorder` instead of building paths themselves, so every notebook lays its
+outputs out the same way: ``<output_dir>/<notebook>/{metrics.json, figures/*.png, tables/*.csv}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rag import paths
+
+
+def _jsonable(x: Any) -> Any:
+    """Plain JSON types; NaN/inf become ``None`` so metrics.json stays valid JSON."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "item") and callable(x.item):  # numpy scalars
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, Path):
+        return paths.display(x)
+    return x
+
+
+class Recorder:
+    """Writes one notebook's artefacts.
+
+    Args:
+        output_dir: the run's folder (``outputs/<profile>``), relative to the project root.
+        notebook: the notebook stem, e.g. ``"01_ingest"``.
+    """
+
+    def __init__(self, output_dir: str, notebook: str) -> None:
+        self.dir = paths.resolve(output_dir) / notebook
+        (self.dir / "figures").mkdir(parents=True, exist_ok=True)
+        (self.dir / "tables").mkdir(parents=True, exist_ok=True)
+        self.notebook = notebook
+
+    def figure(self, fig: Any, name: str) -> Any:
+        """Save a matplotlib figure as ``figures/<name>.png`` and return it for display."""
+        fig.savefig(self.dir / "figures" / f"{name}.png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+        return fig
+
+    def table(self, df: Any, name: str, *, index: bool = False) -> Any:
+        """Save a DataFrame as ``tables/<name>.csv`` and return it for display."""
+        df.to_csv(self.dir / "tables" / f"{name}.csv", index=index, float_format="%.6g")
+        return df
+
+    def metrics(self, metrics: dict[str, Any], *, headline: dict[str, Any] | None = None) -> Path:
+        """Write ``metrics.json``; ``headline`` (a few named numbers) is shown on the index page."""
+        payload = _jsonable({**metrics, "headline": headline or {}})
+        path = self.dir / "metrics.json"
+        path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return path
+
+
+def read_metrics(output_dir: str | Path, notebook: str) -> dict[str, Any]:
+    """Read back one notebook's ``metrics.json`` (tests and the index page use it)."""
+    path = paths.resolve(output_dir) / notebook / "metrics.json"
+    return json.loads(path.read_text(encoding="utf-8"))
