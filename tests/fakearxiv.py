@@ -87,7 +87,9 @@ class FakeArxiv:
                 pass  # resets and cuts are deliberate; the client side is what is tested
 
         self._server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:
