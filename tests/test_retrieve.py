@@ -207,11 +207,13 @@ FACTORIES = {
     "bm25": _bm25,
     "hybrid": _hybrid,
     "rerank-embed": lambda p: RerankRetriever(
-        _hybrid(p), EmbedderReranker(HashEmbedder("hash2", 32, salt="x")), pool=8
+        _hybrid(p), EmbedderReranker(HashEmbedder("hash2", 32, salt="x"), disk_cache=False), pool=8
     ),
     "rerank-ensemble": lambda p: RerankRetriever(
         _hybrid(p),
-        EmbedderReranker([HashEmbedder("h1", 32, "a"), HashEmbedder("h2", 48, "b")]),
+        EmbedderReranker(
+            [HashEmbedder("h1", 32, "a"), HashEmbedder("h2", 48, "b")], disk_cache=False
+        ),
         pool=8,
     ),
     "multi-query-rules": lambda p: MultiQueryRetriever(_hybrid(p), rule_variants, 2, 10),
@@ -442,7 +444,7 @@ def test_build_retriever_builds_every_name(parts):
         embedder=emb,
         dense_index=di,
         bm25_index=bi,
-        reranker=EmbedderReranker(HashEmbedder("r", 32, "r")),
+        reranker=EmbedderReranker(HashEmbedder("r", 32, "r"), disk_cache=False),
         llm=EchoLLM(),
     )
     for name in RETRIEVER_NAMES:

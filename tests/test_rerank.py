@@ -1,0 +1,146 @@
+"""Rerankers: a tiny cross-encoder built in the test, and bi-encoder re-scoring."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from rag.errors import ConfigError
+from rag.rerank import CrossEncoderReranker, EmbedderReranker, Reranker
+
+WORDS = "dense sparse retrieval bm25 passage query rerank fusion model paper the a of is".split()
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory):
+    """A 2-layer, hidden-32 BERT sequence classifier with a 20-token WordPiece vocab, on disk."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    d = tmp_path_factory.mktemp("tiny-ce")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tok = transformers.BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True)
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        num_labels=1,
+    )
+    model = transformers.BertForSequenceClassification(config).eval()
+    model.save_pretrained(d)
+    tok.save_pretrained(d)
+    return d, model, tok
+
+
+def test_cross_encoder_scores_match_the_model_forward_pass(tiny_cross_encoder):
+    torch = pytest.importorskip("torch")
+    path, model, tok = tiny_cross_encoder
+    rr = CrossEncoderReranker(path, max_length=32)
+    assert isinstance(rr, Reranker) and rr.name == f"cross-encoder[{path.name}]"
+    query = "dense retrieval"
+    texts = ["dense passage retrieval model", "bm25 sparse", "the paper of fusion"]
+    got = rr.score(query, texts)
+    assert len(got) == 3 and all(isinstance(x, float) for x in got)
+    with torch.no_grad():
+        enc = tok([query] * 3, texts, padding=True, truncation=True, return_tensors="pt")
+        logits = model(**enc).logits[:, 0].numpy()
+    # sentence-transformers applies a sigmoid to single-label cross-encoders
+    np.testing.assert_allclose(got, 1 / (1 + np.exp(-logits)), rtol=1e-5, atol=1e-6)
+    assert rr.score(query, texts) == got, "deterministic"
+    assert rr.score(query, []) == []
+
+
+def test_cross_encoder_missing_weights_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="not available locally"):
+        CrossEncoderReranker(tmp_path / "no-such-model")
+
+
+def test_cross_encoder_accepts_a_loaded_model_with_several_labels():
+    class TwoLabel:
+        def predict(self, pairs, **kw):
+            return np.array([[0.9, 0.1], [0.2, 0.7]])[: len(pairs)]
+
+    rr = CrossEncoderReranker(TwoLabel(), name="two-label")
+    assert rr.score("q", ["a", "b"]) == [0.1, 0.7]  # the last label is "relevant"
+    assert rr.name == "two-label"
+
+
+class TableEmbedder:
+    """Looks vectors up in a table (unit vectors chosen by hand); counts passage encodings."""
+
+    def __init__(self, name: str, table: dict[str, list[float]]) -> None:
+        self.name, self.table = name, table
+        self.dim = len(next(iter(table.values())))
+        self.fingerprint = f"table-{name}"
+        self.passage_calls: list[list[str]] = []
+
+    def encode_queries(self, texts):
+        return np.asarray([self.table[t] for t in texts], dtype=np.float32)
+
+    def encode_passages(self, texts):
+        self.passage_calls.append(list(texts))
+        return np.asarray([self.table[t] for t in texts], dtype=np.float32)
+
+
+E1 = {"q": [1.0, 0.0], "a": [1.0, 0.0], "b": [0.6, 0.8], "c": [0.8, 0.6]}  # cos 1.0, 0.6, 0.8
+E2 = {"q": [0.0, 1.0], "a": [0.866025, 0.5], "b": [0.43589, 0.9], "c": [0.714143, 0.7]}  # .5 .9 .7
+
+
+def test_embedder_reranker_single_is_cosine(tmp_cache):
+    rr = EmbedderReranker(TableEmbedder("e1", E1))
+    assert rr.name == "embed[e1]"
+    assert rr.score("q", ["a", "b", "c"]) == pytest.approx([1.0, 0.6, 0.8], abs=1e-6)
+
+
+def test_embedder_reranker_ensemble_averages_z_scores(tmp_cache):
+    # e1 cosines (1.0, 0.6, 0.8): mean 0.8, population sd sqrt(0.08/3) -> z = (√1.5, -√1.5, 0)
+    # e2 cosines (0.5, 0.9, 0.7): z = (-√1.5, √1.5, 0) -> equal weights cancel out
+    e1, e2 = TableEmbedder("e1", E1), TableEmbedder("e2", E2)
+    assert EmbedderReranker([e1, e2]).score("q", ["a", "b", "c"]) == pytest.approx(
+        [0.0, 0.0, 0.0], abs=1e-5
+    )
+    z = math.sqrt(1.5)
+    weighted = EmbedderReranker([e1, e2], weights=[3, 1])
+    assert weighted.name == "embed-zscore[e1+e2]"
+    # (3 z1 + z2) / 4 = (3√1.5 - √1.5) / 4 = √1.5 / 2 for "a"
+    assert weighted.score("q", ["a", "b", "c"]) == pytest.approx([z / 2, -z / 2, 0.0], abs=1e-5)
+    # plain mean of raw cosines
+    assert EmbedderReranker([e1, e2], combine="mean").score("q", ["a", "b"]) == pytest.approx(
+        [0.75, 0.75], abs=1e-5
+    )
+
+
+def test_embedder_reranker_encodes_each_passage_once(tmp_cache):
+    e = TableEmbedder("e1", E1)
+    rr = EmbedderReranker(e)
+    rr.score("q", ["a", "b"])
+    rr.score("q", ["b", "a", "c"])
+    encoded = [t for call in e.passage_calls for t in call]
+    assert sorted(encoded) == ["a", "b", "c"], "b and a came from the cache the second time"
+    # the disk cache survives a new reranker (and a new process) for the same embedder
+    e_again = TableEmbedder("e1", E1)
+    EmbedderReranker(e_again).score("q", ["a", "b", "c"])
+    assert e_again.passage_calls == []
+    # without the disk cache, vectors are memoised in memory only
+    e_mem = TableEmbedder("e1", E1)
+    mem = EmbedderReranker(e_mem, disk_cache=False)
+    mem.score("q", ["a", "b"])
+    mem.score("q", ["a", "b", "c"])
+    assert [sorted(c) for c in e_mem.passage_calls] == [["a", "b"], ["c"]]
+
+
+def test_embedder_reranker_bad_settings():
+    e = TableEmbedder("e1", E1)
+    with pytest.raises(ConfigError, match="at least one embedder"):
+        EmbedderReranker([])
+    with pytest.raises(ConfigError, match="one non-negative number per embedder"):
+        EmbedderReranker([e], weights=[1, 2])
+    with pytest.raises(ConfigError, match="combine"):
+        EmbedderReranker(e, combine="max")
+    assert EmbedderReranker(e, disk_cache=False).score("q", []) == []
