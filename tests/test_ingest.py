@@ -305,3 +305,57 @@ def test_killed_ingest_resumes_without_loss_duplicates_or_truncation(tmp_path):
         assert all(hits[p.versioned_id] == 1 for p in papers if p.filename in finals)
         assert sorted(hits.values()) == [1, 1, 1, 1, 2]
         assert b"downloaded: " in out
+
+
+def test_cli_bootstrap_writes_an_unobserved_manifest(tmp_path, capsys, monkeypatch):
+    from rag.ingest import main
+    from rag.manifest import load_manifest
+    from tests.fakearxiv import Entry
+
+    entries = [
+        Entry("2501.00001", "v1", "Older", published="2025-01-01T00:00:00Z"),
+        Entry("2501.00002", "v2", "Newer", published="2025-01-05T00:00:00Z"),
+    ]
+    out = tmp_path / "new.jsonl"
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # the CLI's own session honours the environment
+    with FakeArxiv(entries=entries) as fake:
+        rc = main(
+            ["--bootstrap", "cat:cs.IR", "--limit", "5", "--out", str(out)]
+            + ["--api-url", fake.api_url]
+        )
+    assert rc == 0
+    assert [(p.arxiv_id, p.version, p.sha256) for p in load_manifest(out)] == [
+        ("2501.00002", "v2", None),
+        ("2501.00001", "v1", None),
+    ]
+    assert "drift" in capsys.readouterr().out
+
+
+def test_cli_missing_manifest_is_a_clear_error(tmp_path, capsys):
+    from rag.ingest import main
+
+    assert main(["--manifest", str(tmp_path / "none.jsonl"), "--no-parse"]) == 2
+    assert "manifest not found" in capsys.readouterr().err
+
+
+def test_pinned_papers_match_the_shared_mirror(shared_dir, tmp_path):
+    from rag.manifest import load_manifest
+
+    papers = load_manifest()[:3]
+    s = IngestSettings(
+        pdf_dir=tmp_path / "pdfs", mirror=shared_dir / "corpus" / "pdfs", parse=False
+    )
+    summary = ingest(papers, s)
+    assert [o.status for o in summary.outcomes] == ["mirror"] * 3
+    assert summary.requests_sent == 0
+
+
+@pytest.mark.slow
+def test_full_corpus_ingests_from_the_mirror(shared_dir, tmp_path, tmp_cache):
+    from rag.manifest import load_manifest
+
+    s = IngestSettings(pdf_dir=tmp_path / "pdfs", mirror=shared_dir / "corpus" / "pdfs")
+    summary = ingest(load_manifest(), s)
+    c = summary.counts
+    assert (c["requested"], c["from_mirror"], c["changed"], c["failed"]) == (100, 100, 0, 0)
+    assert (c["parsed"], c["parse_failed"], c["pages"]) == (100, 0, 1631)
