@@ -78,29 +78,52 @@ class ClientSettings(BaseModel):
 
 
 class RateLimiter:
-    """Spaces request starts at least ``min_interval`` seconds apart (thread-safe)."""
+    """Spaces request starts at least ``min_interval`` seconds apart (thread-safe).
+
+    With a ``stamp`` file the last start time (wall clock) is also shared across processes, so a
+    run restarted right after a kill still waits out the interval of the one before it.
+    """
 
     def __init__(
         self,
         min_interval: float,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        stamp: Path | None = None,
     ) -> None:
         self.min_interval = min_interval
-        self._clock = clock
+        self._clock = time.time if stamp is not None else clock
         self._sleep = sleep
+        self._stamp = stamp
         self._last: float | None = None
         self._lock = threading.Lock()
+
+    def _previous(self) -> float | None:
+        if self._stamp is None:
+            return self._last
+        try:
+            shared = float(self._stamp.read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            return self._last
+        # A stamp from the future (clock change) must not block for long.
+        shared = min(shared, self._clock())
+        return shared if self._last is None else max(shared, self._last)
 
     def wait(self) -> float:
         """Block until a request may start; returns the seconds slept."""
         with self._lock:
             slept = 0.0
-            if self._last is not None:
-                slept = max(0.0, self._last + self.min_interval - self._clock())
+            last = self._previous()
+            if last is not None:
+                slept = max(0.0, last + self.min_interval - self._clock())
                 if slept > 0:
                     self._sleep(slept)
             self._last = self._clock()
+            if self._stamp is not None:
+                try:
+                    self._stamp.write_text(repr(self._last), encoding="ascii")
+                except OSError as e:
+                    log.warning("cannot record request time in %s: %s", self._stamp, e)
             return slept
 
 
@@ -205,6 +228,7 @@ class ArxivClient:
         settings: base URLs, spacing, retry and timeout policy.
         session: the HTTP session to use (injected; a fresh one is made and owned otherwise).
         sleep: the sleep function for backoff waits (tests may pass a recorder).
+        stamp: a file recording the last request time, shared by runs using the same folder.
     """
 
     def __init__(
@@ -213,12 +237,13 @@ class ArxivClient:
         *,
         session: requests.Session | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        stamp: Path | None = None,
     ) -> None:
         self.settings = settings
         self._owns_session = session is None
         self.session = session or requests.Session()
         self._sleep = sleep
-        self.limiter = RateLimiter(settings.min_interval_s, sleep=sleep)
+        self.limiter = RateLimiter(settings.min_interval_s, sleep=sleep, stamp=stamp)
         self.requests_sent = 0
 
     def __enter__(self) -> ArxivClient:

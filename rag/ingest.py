@@ -333,7 +333,9 @@ def ingest(
     outcomes: list[PaperOutcome] = []
     parsed: dict[str, ParsedPaper] = {}
     paths: dict[str, Path] = {}
-    with ArxivClient(settings.client, session=session) as client:
+    # The stamp keeps >= min_interval between the last request of a killed run and the next.
+    stamp = pdf_dir / ".last-request"
+    with ArxivClient(settings.client, session=session, stamp=stamp) as client:
         bar = tqdm(manifest_papers, desc="ingest", unit="paper", disable=None)
         for paper in bar:
             out, path = _fetch(paper, settings, client, pdf_dir, unreachable)

@@ -184,6 +184,16 @@ def test_rate_limiter_sleeps_only_the_remainder():
     assert slept == [2.0]
 
 
+def test_spacing_holds_across_clients_sharing_a_stamp(fake, session, tmp_path):
+    stamp = tmp_path / "stamp"
+    settings = ClientSettings(pdf_base_url=fake.pdf_base_url, min_interval_s=0.4)
+    ArxivClient(settings, session=session, stamp=stamp).download(PAPER, tmp_path / "a.pdf")
+    # a new client (as after a restart) must still wait out the previous request's interval
+    ArxivClient(settings, session=session, stamp=stamp).download(PAPER, tmp_path / "b.pdf")
+    first, second = fake.pdf_requests()
+    assert second.t - first.t >= 0.38
+
+
 def test_unreachable_arxiv_says_how_to_fix(session, tmp_path):
     port = closed_port()
     settings = ClientSettings(

@@ -107,7 +107,7 @@ def test_first_run_downloads_and_parses_then_rerun_is_all_cache(
     assert len(fake.requests) == n  # a verified cached PDF is never fetched again
     assert second.counts["from_cache"] == 4 and second.counts["parsed"] == 4
     assert [o.status for o in second.outcomes] == ["cached"] * 4
-    assert sorted(p.name for p in (tmp_path / "pdfs").iterdir()) == [p.filename for p in papers]
+    assert sorted(p.name for p in (tmp_path / "pdfs").glob("*.pdf")) == [p.filename for p in papers]
 
 
 def test_mirror_is_consulted_before_the_network(corpus, fake, session, tmp_path):
@@ -296,7 +296,8 @@ def test_killed_ingest_resumes_without_loss_duplicates_or_truncation(tmp_path):
         assert summary["counts"]["from_cache"] == len(finals)
         assert summary["counts"]["downloaded"] == 5 - len(finals)
         assert summary["counts"]["failed"] == 0
-        assert sorted(p.name for p in pdf_dir.iterdir()) == sorted(by_name)  # no dupes, no .part
+        assert sorted(p.name for p in pdf_dir.glob("*.pdf")) == sorted(by_name)  # no duplicates
+        assert not list(pdf_dir.glob("*.part")) and not list(pdf_dir.glob(".*.part"))
         assert all((pdf_dir / n).read_bytes() == b for n, b in by_name.items())
         hits = {k: 0 for k in pdfs}
         for r in fake.pdf_requests():
