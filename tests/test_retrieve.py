@@ -226,10 +226,8 @@ FACTORIES = {
 QUERIES = ["How does dense retrieval work?", "BM25 length normalisation", "rank fusion recall"]
 
 
-@pytest.mark.parametrize("kind", sorted(FACTORIES))
-def test_conformance(kind, parts):
-    store = parts[0]
-    r = FACTORIES[kind](parts)
+def check_contract(r: Retriever, store: ChunkStore) -> None:
+    """The interface every retriever must keep (STYLE.md §6)."""
     assert isinstance(r, Retriever)
     assert isinstance(r.name, str) and r.name
     for q in QUERIES:
@@ -260,6 +258,29 @@ def test_conformance(kind, parts):
     for bad_k in (0, -1, 2.5, True):
         with pytest.raises(RetrievalError, match="k must be"):
             r.retrieve("dense retrieval", bad_k)
+
+
+@pytest.mark.parametrize("kind", sorted(FACTORIES))
+def test_conformance(kind, parts):
+    check_contract(FACTORIES[kind](parts), parts[0])
+
+
+@pytest.mark.parametrize("name", RETRIEVER_NAMES)
+def test_conformance_with_the_project_indexes(name):
+    """The same contract over rag.dense.DenseIndex and rag.bm25.BM25Index (hashing embedder)."""
+    dense = pytest.importorskip("rag.dense")
+    bm25 = pytest.importorskip("rag.bm25")
+    store = make_store()
+    emb = HashEmbedder()
+    comps = Components(
+        store,
+        embedder=emb,
+        dense_index=dense.DenseIndex(store.ids, emb.encode_passages(store.texts)),
+        bm25_index=bm25.BM25Index(store.ids, store.texts),
+        reranker=EmbedderReranker(HashEmbedder("r", 32, "r"), disk_cache=False),
+        llm=EchoLLM(),
+    )
+    check_contract(build_retriever(name, comps, RetrievalSettings(hybrid_pool=20)), store)
 
 
 def test_dense_ranks_by_inner_product(parts):
