@@ -149,6 +149,10 @@ class Span:
     kind: BlockKind
 
 
+def _span_start(s: Span) -> int:
+    return s.start
+
+
 @dataclass(frozen=True, slots=True)
 class PaperText:
     """A paper's chunkable text and the block spans that map characters to pages and sections."""
@@ -158,8 +162,7 @@ class PaperText:
     spans: tuple[Span, ...]
 
     def _overlapping(self, start: int, end: int) -> list[Span]:
-        starts = [s.start for s in self.spans]
-        i = max(bisect.bisect_right(starts, start) - 1, 0)
+        i = max(bisect.bisect_right(self.spans, start, key=_span_start) - 1, 0)
         out = []
         for s in self.spans[i:]:
             if s.start >= end:
@@ -301,6 +304,18 @@ class Tokens:
         """Number of tokens lying entirely inside the char range ``[a, b)``."""
         return bisect.bisect_right(self.ends, b) - bisect.bisect_left(self.starts, a)
 
+    def clean(self, a: int, b: int) -> bool:
+        """Whether ``[a, b)`` starts and ends on word boundaries.
+
+        Then tokenising the slice alone gives exactly the tokens counted by :meth:`count`
+        (normalisation is per character and word pieces are per word).
+        """
+        i = bisect.bisect_left(self.starts, a)
+        if i >= len(self.starts) or self.starts[i] != a or not self.word_start[i]:
+            return False
+        j = bisect.bisect_left(self.starts, b)
+        return j >= len(self.starts) or self.word_start[j]
+
 
 class Tokenizer(Protocol):
     """What chunkers need from a tokenizer: token offsets of a text and batch token counts."""
@@ -360,6 +375,8 @@ class HFTokenizer:
         return Tokens(starts, ends, word_start)
 
     def count(self, texts: Sequence[str]) -> list[int]:
+        if len(texts) < 16:  # the parallel batch path costs more than it saves on a few texts
+            return [len(self._tok.encode(t, add_special_tokens=False).ids) for t in texts]
         return [len(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
 
 
@@ -433,9 +450,16 @@ class _Base:
     def chunk(self, paper_text: PaperText, paper_id: str) -> list[Chunk]:
         if not paper_text.text:
             return []
-        pieces = self._pieces(paper_text, self.tokenizer.encode(paper_text.text))
+        toks = self.tokenizer.encode(paper_text.text)
+        pieces = self._pieces(paper_text, toks)
         texts = [prefix + paper_text.text[a:b] for a, b, prefix in pieces]
-        counts = self.tokenizer.count(texts)
+        # Token counts come from the paper's offsets (a prefix ends in "\n\n", a word
+        # boundary); only slices cut inside a word are re-tokenised.
+        n_prefix = self._prefix_counts({p for _, _, p in pieces})
+        counts = [n_prefix[p] + toks.count(a, b) for a, b, p in pieces]
+        dirty = [i for i, (a, b, _) in enumerate(pieces) if not toks.clean(a, b)]
+        for i, n in zip(dirty, self.tokenizer.count([texts[i] for i in dirty]), strict=True):
+            counts[i] = n
         out = []
         for (a, b, _), text, n in zip(pieces, texts, counts, strict=True):
             p0, p1, section = paper_text.locate(a, b)
@@ -457,6 +481,10 @@ class _Base:
 
     def _pieces(self, pt: PaperText, toks: Tokens) -> list[tuple[int, int, str]]:
         raise NotImplementedError
+
+    def _prefix_counts(self, prefixes: Iterable[str]) -> dict[str, int]:
+        todo = sorted(p for p in prefixes if p)
+        return {"": 0, **dict(zip(todo, self.tokenizer.count(todo), strict=True))}
 
 
 def _token_windows(
@@ -581,11 +609,15 @@ class SectionChunker(_Base):
     def _pieces(self, pt: PaperText, toks: Tokens) -> list[tuple[int, int, str]]:
         s = self.settings
         out: list[tuple[int, int, str]] = []
-        for run in _section_runs(pt.spans):
+        runs = _section_runs(pt.spans)
+        prefixes = [
+            f"{r[0].section.strip()}{BLOCK_SEP}" if s.prefix_section_title else "" for r in runs
+        ]
+        n_prefix = self._prefix_counts(prefixes)
+        for run, prefix in zip(runs, prefixes, strict=True):
             title = run[0].section.strip()
-            prefix = f"{title}{BLOCK_SEP}" if s.prefix_section_title and title else ""
-            n_prefix = self.tokenizer.count([prefix])[0] if prefix else 0
-            cap = s.max_tokens - n_prefix
+            prefix = prefix if title else ""
+            cap = s.max_tokens - n_prefix[prefix]
             if cap < s.max_tokens // 2:
                 # An absurdly long "title" is a parse error; do not let it eat the chunk.
                 prefix, cap = "", s.max_tokens
@@ -632,11 +664,14 @@ def chunk_paper(
 
 
 def parsed_sha(parsed: ParsedPaper) -> str:
-    """Content hash of a parsed paper (blocks and status; not its parse time)."""
-    d = parsed.to_dict()
-    d.pop("parse_seconds", None)
-    blob = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha1(blob.encode("utf-8")).hexdigest()
+    """Content hash of a parsed paper (id, pages, status, blocks; not its parse time)."""
+    h = hashlib.sha1()
+    head = [parsed.paper_id, parsed.n_pages, parsed.status, parsed.error]
+    h.update(json.dumps(head, ensure_ascii=False).encode("utf-8"))
+    for b in parsed.blocks:
+        row = [b.page, b.kind, b.section, b.text, list(b.bbox)]
+        h.update(json.dumps(row, ensure_ascii=False).encode("utf-8"))
+    return h.hexdigest()
 
 
 def chunk_fingerprint(
