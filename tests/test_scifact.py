@@ -1,0 +1,163 @@
+"""SciFact: loader on the shared copy, download against a local HTTP server, the reproduction."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from rag import scifact
+from rag.errors import DownloadError, GoldError
+
+
+def _tiny_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(
+            "scifact/corpus.jsonl",
+            "\n".join(
+                json.dumps(d)
+                for d in [
+                    {"_id": "10", "title": "Aspirin", "text": "Aspirin reduces fever."},
+                    {"_id": "11", "title": "Vitamin C", "text": "Vitamin C and colds."},
+                ]
+            ),
+        )
+        zf.writestr(
+            "scifact/queries.jsonl",
+            '{"_id": "1", "text": "Aspirin lowers fever."}\n{"_id": "2", "text": "unused"}\n',
+        )
+        zf.writestr("scifact/qrels/test.tsv", "query-id\tcorpus-id\tscore\n1\t10\t1\n")
+    return buf.getvalue()
+
+
+class _Server:
+    """A real HTTP server on 127.0.0.1 with scripted failures per path."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+        self.hits: dict[str, int] = {}
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # keep test output quiet
+                pass
+
+            def do_GET(self):
+                n = outer.hits[self.path] = outer.hits.get(self.path, 0) + 1
+                body = outer.payload
+                if self.path == "/missing.zip":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                if self.path == "/flaky.zip" and n <= 2:
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                if self.path == "/short.zip" and n <= 1:
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body[: len(body) // 2])  # cut the connection short
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture()
+def server():
+    payload = _tiny_zip()
+    s = _Server(payload)
+    s.md5 = hashlib.md5(payload).hexdigest()
+    yield s
+    s.close()
+
+
+def test_download_and_load(tmp_path, server):
+    out = scifact.download_scifact(tmp_path, url=server.url + "/scifact.zip", md5=server.md5)
+    corpus, queries, qrels = scifact.load_scifact(out)
+    assert corpus == {
+        "10": {"title": "Aspirin", "text": "Aspirin reduces fever."},
+        "11": {"title": "Vitamin C", "text": "Vitamin C and colds."},
+    }
+    assert queries == {"1": "Aspirin lowers fever."}  # only the split's queries
+    assert qrels == {"1": {"10": 1}}
+    # a second call finds the folder and does not download again
+    scifact.download_scifact(tmp_path, url=server.url + "/scifact.zip", md5=server.md5)
+    assert server.hits["/scifact.zip"] == 1
+
+
+def test_download_retries_transient_failures(tmp_path, server):
+    out = scifact.download_scifact(tmp_path / "a", url=server.url + "/flaky.zip", md5=server.md5)
+    assert (out / "corpus.jsonl").exists() and server.hits["/flaky.zip"] == 3
+    out = scifact.download_scifact(tmp_path / "b", url=server.url + "/short.zip", md5=server.md5)
+    assert (out / "qrels" / "test.tsv").exists() and server.hits["/short.zip"] == 2
+
+
+def test_download_errors(tmp_path, server):
+    with pytest.raises(DownloadError, match="md5"):
+        scifact.download_scifact(tmp_path / "x", url=server.url + "/scifact.zip", md5="0" * 32)
+    assert not (tmp_path / "x" / "scifact").exists()  # nothing unpacked from a bad archive
+    with pytest.raises(DownloadError, match="404"):
+        scifact.download_scifact(tmp_path / "y", url=server.url + "/missing.zip", md5=None)
+    with pytest.raises(DownloadError, match="attempts"):
+        scifact.download_scifact(
+            tmp_path / "z", url=server.url + "/flaky.zip", md5=None, attempts=2
+        )
+
+
+def test_malformed_qrels_named(tmp_path):
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "1", "title": "", "text": "x"}\n')
+    (tmp_path / "queries.jsonl").write_text('{"_id": "q", "text": "y"}\n')
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\t999\t1\n")
+    with pytest.raises(GoldError, match="999"):
+        scifact.load_scifact(tmp_path)
+    with pytest.raises(GoldError, match="split 'dev'"):
+        scifact.load_scifact(tmp_path, split="dev")
+
+
+def test_shared_copy_matches_beir_counts(shared_dir):
+    corpus, queries, qrels = scifact.load_scifact(shared_dir / "datasets" / "scifact")
+    assert len(corpus) == 5183 and len(queries) == 300
+    assert sum(len(v) for v in qrels.values()) == 339
+    assert not set(queries) & set(corpus)  # BEIR's "drop doc == query id" rule is moot here
+
+
+def test_drop_self_hits():
+    run = {"q1": {"q1": 9.0, "d1": 1.0, "d2": 0.5}, "q2": {"q1": 1.0}}
+    assert scifact.drop_self_hits(run) == {"q1": {"d1": 1.0, "d2": 0.5}, "q2": {"q1": 1.0}}
+
+
+@pytest.mark.slow  # importing and JIT-compiling ranx takes ~25-60 s on 2 busy cores
+def test_ndcg10_through_ranx():
+    # one relevant doc at rank 2: nDCG@10 = (1/log2(3)) / 1
+    qrels = {"q1": {"d2": 1}}
+    assert scifact.ndcg10(qrels, {"q1": {"d1": 1.0, "d2": 0.5}}) == pytest.approx(
+        1 / 1.5849625007211562
+    )
+
+
+@pytest.mark.slow
+def test_reproduces_published_table(shared_dir):
+    res = scifact.reproduce(("minilm",), root=shared_dir / "datasets" / "scifact")
+    ndcg = res["ndcg@10"]
+    assert abs(ndcg["bm25"] - 0.665) <= 0.01  # Lucene multifield, BEIR paper
+    assert abs(ndcg["bm25_porter"] - 0.679) <= 0.01  # flat BM25
+    assert abs(ndcg["minilm"] - 0.645) <= 0.01  # MTEB all-MiniLM-L6-v2
