@@ -164,7 +164,7 @@ def test_requests_are_spaced_by_the_minimum_interval(fake, session, tmp_path):
     times = [r.t for r in fake.pdf_requests()]
     assert len(times) == 5
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    assert min(gaps) >= 0.23, gaps
+    assert min(gaps) >= 0.2, gaps  # 0.25 s minus arrival jitter
 
 
 def test_rate_limiter_sleeps_only_the_remainder():
@@ -191,7 +191,7 @@ def test_spacing_holds_across_clients_sharing_a_stamp(fake, session, tmp_path):
     # a new client (as after a restart) must still wait out the previous request's interval
     ArxivClient(settings, session=session, stamp=stamp).download(PAPER, tmp_path / "b.pdf")
     first, second = fake.pdf_requests()
-    assert second.t - first.t >= 0.38
+    assert second.t - first.t >= 0.35  # 0.4 s minus arrival jitter
 
 
 def test_unreachable_arxiv_says_how_to_fix(session, tmp_path):
