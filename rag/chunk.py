@@ -19,6 +19,10 @@ Its ``max_seq_length`` is 256 *including* ``[CLS]`` and ``[SEP]``, so the defaul
 tokens: a chunk is never truncated by the embedder. The default overlap of 32 tokens (1/8 of the
 window) lets a sentence of up to ~32 tokens (a typical sentence in these papers is 20-35 tokens)
 that straddles a window edge survive whole in the next window, at the price of ~14 % more chunks.
+For the same reason ``sentence`` and ``section`` repeat one whole sentence by default
+(``overlap_sentences=1``). Measured on the 100-paper corpus and its 281 gold quotes, the fraction of
+quotes intact in one chunk (fuzzy, ``rag.evidence.contains``) rises from 0.89 to 0.99 (fixed),
+0.95 to 0.99 (sentence) and 0.96 to 0.99 (section) with these overlaps.
 
 Each paper is tokenised once; windows are cut from its token offsets, not re-tokenised per window.
 """
@@ -81,7 +85,7 @@ class ChunkSettings(BaseModel):
         32, ge=0, le=255, description="fixed: tokens shared by consecutive windows (<= max/2)."
     )
     overlap_sentences: int = Field(
-        0, ge=0, le=8, description="sentence/section: whole sentences repeated in the next chunk."
+        1, ge=0, le=8, description="sentence/section: whole sentences repeated in the next chunk."
     )
     prefix_section_title: bool = Field(
         True, description="section: prefix the section title to the chunk text."
@@ -830,8 +834,9 @@ def bench_chunk(
 ) -> dict[str, Any]:
     """Time each chunking strategy over the papers (no cache); prints a table, returns a dict.
 
-    Returns ``{"tokenizer_load_s", "papers", "rows": [{strategy, params, chunks, wall_s,
-    chunks_per_s, papers_per_s, mean_tokens}]}``.
+    Returns ``{"tokenizer_load_s", "papers", "rows": [{strategy, params, chunks, wall_s, cpu_s,
+    chunks_per_s, papers_per_s, mean_tokens}]}``; ``cpu_s`` (process time) is what to compare on
+    a busy machine, where wall time also measures the neighbours.
     """
     t0 = time.perf_counter()
     tok = tokenizer if tokenizer is not None else default_tokenizer()
@@ -839,15 +844,16 @@ def bench_chunk(
     rows = []
     for raw in settings_list:
         s = chunk_settings(raw)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         chunks = chunk_corpus(parsed_papers, s, tokenizer=tok, use_cache=False)
-        wall = time.perf_counter() - t
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
         rows.append(
             {
                 "strategy": s.strategy,
                 "params": s.params(),
                 "chunks": len(chunks),
                 "wall_s": round(wall, 3),
+                "cpu_s": round(cpu, 3),
                 "chunks_per_s": round(len(chunks) / wall, 1) if wall > 0 else None,
                 "papers_per_s": round(len(parsed_papers) / wall, 1) if wall > 0 else None,
                 "mean_tokens": round(sum(c.n_tokens for c in chunks) / len(chunks), 1)
@@ -856,12 +862,11 @@ def bench_chunk(
             }
         )
     print(f"tokenizer load: {load_s:.2f} s; papers: {len(parsed_papers)}")
-    print(
-        f"{'strategy':<10} {'chunks':>7} {'wall s':>8} {'chunks/s':>9} {'papers/s':>9} {'tok':>6}"
-    )
+    cols = ("strategy", "chunks", "wall s", "cpu s", "chunks/s", "papers/s", "tok")
+    print("{:<10} {:>7} {:>8} {:>8} {:>9} {:>9} {:>6}".format(*cols))
     for r in rows:
         print(
-            f"{r['strategy']:<10} {r['chunks']:>7} {r['wall_s']:>8.2f} "
+            f"{r['strategy']:<10} {r['chunks']:>7} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} "
             f"{r['chunks_per_s'] or 0:>9.1f} {r['papers_per_s'] or 0:>9.1f} "
             f"{r['mean_tokens'] or 0:>6.1f}"
         )

@@ -219,7 +219,7 @@ def six(i: int) -> str:
 
 def test_sentence_packing_by_hand():
     p = paper([Block(1, "body", "", " ".join(six(i) for i in range(5)))])
-    pt, chunks = run(p, strategy="sentence", max_tokens=16)
+    pt, chunks = run(p, strategy="sentence", max_tokens=16, overlap_sentences=0)
     # 6-token sentences under a 16-token cap: 2 + 2 + 1 sentences.
     assert [c.text for c in chunks] == [
         f"{six(0)} {six(1)}",
@@ -266,7 +266,7 @@ SECTIONED = paper(
 
 
 def test_section_chunks_never_cross_sections_and_carry_title():
-    pt, chunks = run(SECTIONED, strategy="section", max_tokens=16)
+    pt, chunks = run(SECTIONED, strategy="section", max_tokens=16, overlap_sentences=0)
     # Untitled front matter; "1 Intro" fits whole (2 + 6 tokens, starts with its heading so no
     # prefix); "2 Proposed Method" (3 + 30 tokens) is split by sentences under 16 - 3 (prefix
     # "2 Proposed Method\n\n") = 13 tokens: heading+S1 (9), S2+S3 (12 + 3), S4+S5 (12 + 3).
@@ -288,8 +288,28 @@ def test_section_chunks_never_cross_sections_and_carry_title():
         assert {s.section for s in inside} == {c.section}
 
 
+def test_section_overlap_repeats_one_sentence_inside_the_section():
+    _, chunks = run(SECTIONED, strategy="section", max_tokens=16, overlap_sentences=1)
+    m = "2 Proposed Method"
+    # Cap 13 after the prefix: [H, S1], then pairs sliding by one sentence; never into "1 Intro".
+    assert [c.text for c in chunks[2:]] == [
+        f"{m}\n\n{six(1)}",
+        f"{m}\n\n{six(1)} {six(2)}",
+        f"{m}\n\n{six(2)} {six(3)}",
+        f"{m}\n\n{six(3)} {six(4)}",
+        f"{m}\n\n{six(4)}\n\n{six(5)}",
+    ]
+    assert chunks[1].text == f"1 Intro\n\n{six(0)}"
+
+
 def test_section_without_prefix_is_exact_slice():
-    pt, chunks = run(SECTIONED, strategy="section", max_tokens=16, prefix_section_title=False)
+    pt, chunks = run(
+        SECTIONED,
+        strategy="section",
+        max_tokens=16,
+        prefix_section_title=False,
+        overlap_sentences=0,
+    )
     assert all(pt.text[c.char_start : c.char_end] == c.text for c in chunks)
     # Without the prefix the cap is the full 16: heading + S1 + S2 = 3 + 6 + 6 = 15 fits.
     assert chunks[2].text == f"2 Proposed Method\n\n{six(1)} {six(2)}"
@@ -309,8 +329,8 @@ def test_references_excluded_by_default_for_every_strategy():
 
 
 def test_ids_stable_and_parameter_sensitive():
-    a = run(SECTIONED, strategy="sentence", max_tokens=16)[1]
-    b = run(SECTIONED, strategy="sentence", max_tokens=16)[1]
+    a = run(SECTIONED, strategy="sentence", max_tokens=16, overlap_sentences=0)[1]
+    b = run(SECTIONED, strategy="sentence", max_tokens=16, overlap_sentences=0)[1]
     assert [c.chunk_id for c in a] == [c.chunk_id for c in b]
     assert len({c.chunk_id for c in a}) == len(a)
     assert all(len(c.chunk_id) == 16 and int(c.chunk_id, 16) >= 0 for c in a)
@@ -318,10 +338,11 @@ def test_ids_stable_and_parameter_sensitive():
     c = run(SECTIONED, strategy="sentence", max_tokens=16, overlap_sentences=1)[1]
     assert a[0].char_start == c[0].char_start and a[0].chunk_id != c[0].chunk_id
     other = paper(SECTIONED.blocks, pid="9999.99999")
-    d = run(other, strategy="sentence", max_tokens=16)[1]
+    d = run(other, strategy="sentence", max_tokens=16, overlap_sentences=0)[1]
     assert a[0].chunk_id != d[0].chunk_id
     # The id is the documented hash.
-    params = {**settings(strategy="sentence", max_tokens=16).params(), "tokenizer": "whitespace"}
+    s0 = settings(strategy="sentence", max_tokens=16, overlap_sentences=0)
+    params = {**s0.params(), "tokenizer": "whitespace"}
     assert a[0].chunk_id == ck.chunk_id(
         SECTIONED.paper_id, "sentence", params, a[0].char_start, a[0].char_end
     )
