@@ -1,0 +1,106 @@
+"""Faithfulness judges: the records they return and the interface they share.
+
+A *claim judge* labels one claim against a context (:class:`Verdict`); an *answer judge* turns a
+whole answer into claims and verdicts (:class:`AnswerJudgement`). Refusals and claimless answers
+are recognised by :mod:`rag.claims` before any judge runs, so the answered rate does not depend on
+the judge. Implementations: :mod:`rag.judge.offline` (no API) and :mod:`rag.judge.llm_judge`.
+This module stays import-light (no torch) so metrics can use the records without a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from rag.claims import parse_answer
+
+VerdictLabel = Literal["supported", "unsupported", "not_found"]
+JudgementStatus = Literal["scored", "refusal", "no_claims", "judge_failure"]
+VERDICT_LABELS: tuple[VerdictLabel, ...] = ("supported", "unsupported", "not_found")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A judge's decision on one claim.
+
+    Attributes:
+        label: ``supported`` (the context entails the claim), ``unsupported`` (the context speaks
+            to it but does not entail it, or contradicts it) or ``not_found`` (nothing relevant).
+        score: the judge's confidence that the claim is supported, in [0, 1].
+        reason: one line a reader can check.
+        trace: the evidence behind the label (best sentence, features, raw output).
+    """
+
+    label: VerdictLabel
+    score: float
+    reason: str
+    trace: dict = field(default_factory=dict)
+
+    @property
+    def supported(self) -> bool:
+        return self.label == "supported"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimVerdict:
+    """A claim with its verdict."""
+
+    claim: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerJudgement:
+    """A judge's reading of one answer; only ``scored`` judgements enter a faithfulness mean.
+
+    ``judge_failure`` records a judge whose output could not be interpreted, with the reason in
+    ``reason`` and the raw output in ``trace`` — never a silent 0.
+    """
+
+    status: JudgementStatus
+    claims: tuple[ClaimVerdict, ...] = ()
+    reason: str = ""
+    judge: str = ""
+    trace: dict = field(default_factory=dict)
+
+    @property
+    def n_supported(self) -> int:
+        return sum(c.verdict.supported for c in self.claims)
+
+
+@runtime_checkable
+class ClaimJudge(Protocol):
+    """Labels one claim against a context."""
+
+    name: str
+
+    def verdict(self, claim: str, context: str) -> Verdict: ...
+
+
+@runtime_checkable
+class AnswerJudge(Protocol):
+    """Extracts an answer's claims and labels each against a context."""
+
+    name: str
+
+    def judge_answer(self, answer: str, context: str) -> AnswerJudgement: ...
+
+
+def judge_claims(judge: ClaimJudge, answer: str, context: str) -> AnswerJudgement:
+    """Judge an answer claim by claim with the deterministic splitter of :mod:`rag.claims`."""
+    parsed = parse_answer(answer)
+    if parsed.status != "answered":
+        return AnswerJudgement(status=parsed.status, reason=parsed.status, judge=judge.name)
+    verdicts = tuple(ClaimVerdict(c, judge.verdict(c, context)) for c in parsed.claims)
+    return AnswerJudgement(status="scored", claims=verdicts, judge=judge.name)
+
+
+__all__ = [
+    "VERDICT_LABELS",
+    "AnswerJudge",
+    "AnswerJudgement",
+    "ClaimJudge",
+    "ClaimVerdict",
+    "Verdict",
+    "judge_claims",
+]
