@@ -304,7 +304,7 @@ def evidence_found(
 
     Returns one row per item: ``source, qid, arxiv_id, page, quote, found, score, kind,
     on_page`` where ``score`` is the best similarity (reported for misses too, so a notebook can
-    show near misses), ``kind`` the block kind where the match starts, and ``on_page`` whether the
+    show near misses), ``kind`` the block kind at the middle of the match, and ``on_page`` whether the
     quote is also found on its annotated page (None when the item has no page or was not found).
     Items whose paper is missing or did not parse count as misses with score 0.
     """
@@ -326,7 +326,8 @@ def evidence_found(
         else:
             row["found"] = True
             row["score"] = m.score
-            row["kind"] = next((k for s, e, k in spans if s <= m.start < e), None)
+            middle = (m.start + m.end) // 2
+            row["kind"] = next((k for s, e, k in spans if s <= middle <= e), None)
             if it.page is not None:
                 row["on_page"] = contains(it.quote, pages.get(it.page, ""), threshold)
         rows.append(row)
