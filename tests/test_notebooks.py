@@ -1,0 +1,62 @@
+"""Every notebook runs through the report runner on the smoke profile; its metrics are checked.
+
+One runner call executes all notebooks in order (as ``make report`` does) into a temporary output
+root; the tests then read back what each notebook recorded.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rag import profiles, runner
+from rag.report import read_metrics
+
+pytestmark = pytest.mark.notebooks
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory, shared_dir):
+    root = tmp_path_factory.mktemp("outputs")
+    runs = runner.run_report("smoke", output_root=str(root))
+    return root / "smoke", runs
+
+
+def test_every_profile_validates_against_the_notebooks():
+    for name in profiles.list_profiles():
+        resolved = profiles.resolve_parameters(name, f"outputs/{name}")
+        assert set(resolved) == {nb.stem for nb in profiles.notebook_paths()}
+
+
+def test_all_notebooks_ran_and_rendered(smoke_run):
+    out, runs = smoke_run
+    assert [r.status for r in runs] == ["ok"] * len(profiles.notebook_paths())
+    for r in runs:
+        assert (out / f"{r.name}.html").stat().st_size > 10_000
+        assert (out / r.name / "metrics.json").exists()
+    index = (out / "index.html").read_text()
+    assert all(f"{r.name}.html" in index for r in runs)
+    run = json.loads((out / "run.json").read_text())
+    assert run["profile"] == "smoke" and len(run["notebooks"]) == len(runs)
+
+
+def test_ingest_metrics(smoke_run):
+    out, _ = smoke_run
+    m = read_metrics(out.parent, "smoke/01_ingest")
+    assert m["papers"] == {"requested": 5, "parsed": 5, "failed": 0, "parse_failed": 0, "changed": 0}
+    assert m["pages"] == 47  # pages of the five smoke papers, from the manifest
+    assert m["evidence_found"]["gold"]["found_rate"] >= 0.95
+    assert m["evidence_found"]["qasper"]["n"] > 0
+    assert (out / "01_ingest" / "figures" / "evidence_found.png").exists()
+
+
+def test_chunk_metrics(smoke_run):
+    out, _ = smoke_run
+    m = read_metrics(out.parent, "smoke/02_chunk")
+    assert set(m["strategies"]) == {"fixed", "sentence", "section"}
+    for s in m["strategies"].values():
+        assert s["chunks"] > 50
+        assert s["p95_tokens"] <= 254
+        assert 0.0 <= s["evidence_intact"]["rate"] <= 1.0 and s["evidence_intact"]["n"] > 0
+    assert (out / "02_chunk" / "figures" / "evidence_intact.png").exists()
