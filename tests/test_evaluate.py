@@ -202,3 +202,13 @@ def test_pretty_metric():
     assert pretty_metric("ndcg@10") == "nDCG@10"
     assert pretty_metric("recall@5") == "Recall@5"
     assert pretty_metric("mrr@10") == "MRR@10"
+
+
+def test_evaluation_and_comparison_are_deterministic():
+    qrels, runs = _runs_for_comparison()
+    a = compare_runs(qrels, runs, "ndcg@10", n_resamples=500, ci_resamples=100)
+    b = compare_runs(qrels, runs, "ndcg@10", n_resamples=500, ci_resamples=100)
+    pd.testing.assert_frame_equal(a, b)
+    ea = evaluate_run(qrels, runs["mixed"], ("ndcg@10",), n_resamples=300).table()
+    eb = evaluate_run(qrels, runs["mixed"], ("ndcg@10",), n_resamples=300).table()
+    pd.testing.assert_frame_equal(ea, eb)

@@ -312,3 +312,31 @@ def test_shared_gold_and_qasper_load(shared_dir):
     qasper = load_qasper(shared_dir / "datasets" / "qasper" / "corpus_questions.jsonl")
     assert len(qasper) == 28
     assert len(qasper_queries(qasper)) == 14
+
+
+@pytest.mark.slow
+def test_shared_gold_quotes_land_in_real_chunks(shared_dir):
+    """Real corpus: nearly every gold quote is found in a default chunk of its paper."""
+    from rag.chunk import chunk_corpus
+    from rag.evidence import contains
+    from rag.parse import ParseSettings, load_parsed
+
+    manifest = [
+        json.loads(line)
+        for line in (shared_dir / "corpus" / "manifest.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    pdfs = shared_dir / "corpus" / "pdfs"
+    parsed = [
+        load_parsed(pdfs / f"{m['arxiv_id']}.pdf", m["sha256"], ParseSettings()) for m in manifest
+    ]
+    chunks = chunk_corpus(parsed, {})
+    items = load_gold(shared_dir / "gold" / "dev.jsonl")
+    qrels, report = chunk_qrels(items, chunks, contains, 90.0)
+    s = report.summary()
+    assert s["unknown_paper_refs"] == 0
+    assert s["found_whole"] + s["found_split"] >= 0.97 * s["evidence"]
+    assert len(qrels) >= 0.97 * len(gold_queries(items))
+    qasper = load_qasper(shared_dir / "datasets" / "qasper" / "corpus_questions.jsonl")
+    qq, qreport = qasper_chunk_qrels(qasper, chunks, contains, 85.0)
+    assert len(qq) >= 12 and qreport.summary()["unknown_paper_refs"] == 0
