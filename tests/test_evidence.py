@@ -141,3 +141,11 @@ def test_loaders(tmp_path):
         load_gold_evidence(gold)
     with pytest.raises(GoldError, match="cannot read"):
         load_gold_evidence(tmp_path / "absent.jsonl")
+
+
+def test_word_filter_rejects_long_quotes_with_few_shared_words():
+    # 6 long words, only 3 in the text: 0.5 < 0.9 - 0.25, rejected before any alignment although
+    # the characters alone would align well; with 5 of 6 shared (0.83) it goes on to align.
+    text = "alpha bravo charlie delta echoes foxtrot"
+    assert not contains("alpha bravo charlie deltx echox foxtrox", text)
+    assert contains("alpha bravo charlie delta echoes foxtrox", text)
