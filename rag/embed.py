@@ -101,6 +101,17 @@ def _dir_version(path: Path) -> str:
     return h.hexdigest()[:12]
 
 
+def _hub_revision(model_id: str) -> str:
+    """The commit hash of a model in the local Hugging Face cache (no network), else "unknown"."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(model_id, local_files_only=True)).name[:12]
+    except (ImportError, OSError, ValueError) as e:  # not cached / not a hub id
+        logger.debug("no cached revision for %s: %s", model_id, e)
+        return "unknown"
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers model, loaded from local files only (never from a hub at run time).
 
@@ -112,7 +123,8 @@ class SentenceTransformerEmbedder:
         query_prefix, passage_prefix: prepended to queries / passages (e.g. "query: " for E5).
         model_id: id recorded in the fingerprint (default: ``model``, or the folder name).
         version: model version recorded in the fingerprint (default: package version for the
-            packaged MiniLM, a hash of the folder's file sizes for a local path, else "hub-cache").
+            packaged MiniLM, a hash of the folder's file sizes for a local path, else the cached
+            Hugging Face snapshot's commit hash).
     """
 
     def __init__(
@@ -147,7 +159,7 @@ class SentenceTransformerEmbedder:
             get_dim = self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         if version is None:
-            version = _dir_version(path) if path.is_dir() else "hub-cache"
+            version = _dir_version(path) if path.is_dir() else _hub_revision(str(model))
         self.model_id = model_id or (path.name if path.is_dir() else str(model))
         self.name = self.model_id.rsplit("/", 1)[-1]
         self.fingerprint = (
