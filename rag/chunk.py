@@ -52,7 +52,7 @@ from rag.types import BlockKind, Chunk, ParsedPaper
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever a change to this module changes the chunks it produces.
-CHUNKER_VERSION = "1"
+CHUNKER_VERSION = "2"
 #: Bumped whenever the on-disk layout of saved chunks changes.
 FORMAT_VERSION = "1"
 #: The embedding model whose tokenizer defines token counts.
@@ -208,7 +208,8 @@ def paper_text(
     """The chunkable text of a parsed paper: kept blocks joined with ``"\\n\\n"``, with spans.
 
     ``header_footer`` blocks are always dropped; references (off by default), captions (on) and
-    footnotes (off) follow the flags. Blocks are stripped; empty blocks are skipped.
+    footnotes (off) follow the flags. A heading whose whole section was dropped goes too (the
+    "References" title without its entries). Blocks are stripped; empty blocks are skipped.
     """
     drop: set[str] = {"header_footer"}
     if not include_references:
@@ -217,15 +218,27 @@ def paper_text(
         drop.add("caption")
     if not include_footnotes:
         drop.add("footnote")
+    blocks = [b for b in parsed.blocks if b.kind != "header_footer" and b.text.strip()]
+    keep: list[bool] = []
+    i = 0
+    while i < len(blocks):
+        j = i
+        while j < len(blocks) and blocks[j].section == blocks[i].section:
+            j += 1
+        run = blocks[i:j]
+        kept = [b.kind not in drop for b in run]
+        orphan = not any(k and b.kind != "heading" for b, k in zip(run, kept, strict=True)) and any(
+            not k for k in kept
+        )
+        keep.extend(k and not orphan for k in kept)
+        i = j
     parts: list[str] = []
     spans: list[Span] = []
     pos = 0
-    for b in parsed.blocks:
-        if b.kind in drop:
+    for b, k in zip(blocks, keep, strict=True):
+        if not k:
             continue
         t = b.text.strip()
-        if not t:
-            continue
         if parts:
             pos += len(BLOCK_SEP)
         parts.append(t)
@@ -605,7 +618,9 @@ class SectionChunker(_Base):
 
     With ``prefix_section_title`` the chunk text is ``f"{section}\\n\\n" + slice`` (the cap
     counts the prefix), except when the slice already starts with the title (the chunk that
-    holds the heading block) or the section is untitled ("" before the first heading).
+    holds the heading block) or the section is untitled ("" before the first heading). A section
+    made only of headings (a parent title directly followed by its first subsection) gets no
+    chunk of its own: it would be a few tokens of title and no content.
     """
 
     name = "section"
@@ -619,6 +634,8 @@ class SectionChunker(_Base):
         ]
         n_prefix = self._prefix_counts(prefixes)
         for run, prefix in zip(runs, prefixes, strict=True):
+            if all(sp.kind == "heading" for sp in run):
+                continue  # a bare title ("5 Results" right before "5.1 Setup") holds no content
             title = run[0].section.strip()
             prefix = prefix if title else ""
             cap = s.max_tokens - n_prefix[prefix]

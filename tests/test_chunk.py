@@ -63,8 +63,8 @@ MIXED = paper(
 def test_paper_text_drops_headers_references_footnotes_by_default():
     pt = ck.paper_text(MIXED)
     # Kept: heading, body, caption, body (stripped); the empty block is skipped. The
-    # "References" heading is a heading block and stays; its entries do not.
-    expected = "1 Intro\n\nAlpha beta.\n\nFigure 1: A cat.\n\nGamma delta.\n\nReferences"
+    # "References" heading goes with its entries: its section has nothing else left.
+    expected = "1 Intro\n\nAlpha beta.\n\nFigure 1: A cat.\n\nGamma delta."
     assert pt.text == expected
     assert "arXiv:" not in pt.text and "[1] Someone" not in pt.text
     assert [(s.start, s.end, s.page, s.kind) for s in pt.spans] == [
@@ -72,7 +72,6 @@ def test_paper_text_drops_headers_references_footnotes_by_default():
         (9, 20, 1, "body"),
         (22, 38, 2, "caption"),
         (40, 52, 2, "body"),
-        (54, 64, 3, "heading"),
     ]
     for s in pt.spans:
         assert pt.text[s.start : s.end].strip() == pt.text[s.start : s.end]
@@ -89,15 +88,36 @@ def test_paper_text_flags():
 
 
 def test_locate_pages_and_majority_section():
-    pt = ck.paper_text(MIXED)
+    pt = ck.paper_text(MIXED, include_references=True)
+    assert pt.text.endswith("Gamma delta.\n\nReferences\n\n[1] Someone. A paper. 2019.")
     assert pt.locate(9, 20) == (1, 1, "1 Intro")
     assert pt.locate(9, 45) == (1, 2, "1 Intro")
     # 3 chars of "1 Intro" body vs 10 of "References": the majority section wins.
     assert pt.locate(49, 64) == (2, 3, "References")
     with pytest.raises(ChunkError, match=r"\[5, 5\)"):
         pt.locate(5, 5)
-    with pytest.raises(ChunkError, match="length 64"):
-        pt.locate(0, 65)
+    with pytest.raises(ChunkError, match="length 93"):
+        pt.locate(0, 94)
+
+
+def test_orphan_headings():
+    p = paper(
+        [
+            Block(1, "heading", "5 Results", "5 Results"),
+            Block(1, "heading", "5.1 Setup", "5.1 Setup"),
+            Block(1, "body", "5.1 Setup", "We ran it."),
+            Block(2, "heading", "Figures", "Figures"),
+            Block(2, "caption", "Figures", "Figure 9: A plot."),
+        ]
+    )
+    # Without captions the "Figures" section is empty, so its heading goes too; "5 Results"
+    # lost nothing to the filters and stays in the text.
+    pt = ck.paper_text(p, include_captions=False)
+    assert pt.text == "5 Results\n\n5.1 Setup\n\nWe ran it."
+    assert ck.paper_text(p).text.endswith("Figures\n\nFigure 9: A plot.")
+    # The section strategy gives the bare "5 Results" title no chunk of its own.
+    chunks = ck.make_chunker(settings(strategy="section", max_tokens=16), WS).chunk(pt, "x")
+    assert [(c.section, c.text) for c in chunks] == [("5.1 Setup", "5.1 Setup\n\nWe ran it.")]
 
 
 # ------------------------------------------------------------------ sentence splitter
