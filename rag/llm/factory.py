@@ -14,7 +14,7 @@ from typing import Any
 from rag.errors import ProviderUnavailable
 from rag.llm.anthropic_chat import AnthropicBackend
 from rag.llm.cache import CompletionCache
-from rag.llm.local import LocalBackend, engine_missing, find_gguf
+from rag.llm.local import LocalBackend, engine_missing, find_gguf, resolve_engine
 from rag.llm.meter import CostMeter
 from rag.llm.model import Backend, CachedChatModel
 from rag.llm.openai_chat import OpenAIChatBackend
@@ -35,7 +35,7 @@ def _unavailable_reason(provider: str, settings: LLMSettings, keys: ApiKeys) -> 
             find_gguf()
         except ProviderUnavailable as e:
             return str(e)
-        return engine_missing(settings.local_backend)
+        return engine_missing(resolve_engine(settings.local_backend))
     if importlib.util.find_spec(_SDK[provider]) is None:
         return f"Python package {_SDK[provider]!r} not installed"
     if keys.get(provider) is None:
@@ -112,13 +112,14 @@ def make_chat_model(
         raise ProviderUnavailable(f"model {name!r} ({spec.provider}) unavailable: {why}")
     backend: Backend
     if spec.provider == "local":
-        k = (settings.local_backend, settings.local_threads)
+        k = (resolve_engine(settings.local_backend), settings.local_threads)
         if k not in _LOCAL:
-            _LOCAL[k] = LocalBackend(settings.local_backend, threads=settings.local_threads)
+            _LOCAL[k] = LocalBackend(k[0], threads=settings.local_threads)
         backend = _LOCAL[k]
     else:
         secret = keys.get(spec.provider)
-        assert secret is not None  # checked by _unavailable_reason
+        if secret is None:  # pragma: no cover - ruled out by _unavailable_reason
+            raise ProviderUnavailable(f"no key: set {KEY_ENV[spec.provider]}")
         client = _sdk_client(spec.provider, settings, secret.get_secret_value(), http_client)
         backend = (
             AnthropicBackend(client)

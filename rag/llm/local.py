@@ -55,6 +55,14 @@ def find_gguf() -> Path:
     return files[0]
 
 
+def resolve_engine(engine: Engine | Literal["auto"]) -> Engine:
+    """``auto`` → ``llama_cpp`` when importable (it loads the Q4 file in ~1 s), else
+    ``transformers``; explicit engines pass through."""
+    if engine != "auto":
+        return engine
+    return "llama_cpp" if engine_missing("llama_cpp") is None else "transformers"
+
+
 def engine_missing(engine: Engine) -> str | None:
     """Why ``engine`` cannot run here (a missing package), or None when it can."""
     needs = {"transformers": ("torch", "transformers", "gguf"), "llama_cpp": ("llama_cpp",)}
@@ -105,7 +113,7 @@ class LocalBackend:
             d, f = str(self.path.parent), self.path.name
             self._tok = AutoTokenizer.from_pretrained(d, gguf_file=f, local_files_only=True)
             self._model = AutoModelForCausalLM.from_pretrained(
-                d, gguf_file=f, local_files_only=True, torch_dtype=torch.float32
+                d, gguf_file=f, local_files_only=True, dtype=torch.float32
             ).eval()
         else:
             from llama_cpp import Llama
@@ -159,9 +167,10 @@ class LocalBackend:
     ) -> tuple[str, Timing]:
         import torch
 
-        ids = self._tok.apply_chat_template(
-            messages, add_generation_prompt=True, return_tensors="pt"
+        enc = self._tok.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
         )
+        ids = enc["input_ids"]
         n_in = int(ids.shape[1])
         t0 = time.perf_counter()
         with torch.inference_mode():

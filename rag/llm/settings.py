@@ -55,8 +55,10 @@ class LLMSettings(BaseModel):
     cache_dir: str | None = Field(
         None, description="Cache folder (None: rag.paths.cache_dir('llm'))."
     )
-    local_backend: Literal["transformers", "llama_cpp"] = Field(
-        "transformers", description="Engine for the local GGUF model."
+    local_backend: Literal["auto", "llama_cpp", "transformers"] = Field(
+        "auto",
+        description="Engine for the local GGUF model; auto: llama_cpp if installed, else "
+        "transformers (see rag/llm/local.py for the measured trade-off).",
     )
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model.")
 
