@@ -345,6 +345,33 @@ def test_references_excluded_by_default_for_every_strategy():
         assert any("Someone" in c.text for c in with_refs)
 
 
+# ------------------------------------------------------------------ conformance
+
+
+@pytest.mark.parametrize("strategy", ["fixed", "sentence", "section"])
+@pytest.mark.parametrize("doc", [MIXED, SECTIONED], ids=["mixed", "sectioned"])
+def test_every_strategy_keeps_the_chunk_contract(strategy, doc):
+    s = settings(strategy=strategy, max_tokens=16, overlap_tokens=4)
+    chunker = ck.make_chunker(s, WS)
+    assert chunker.name == strategy and chunker.settings == s
+    pt = ck.paper_text(doc)
+    chunks = chunker.chunk(pt, doc.paper_id)
+    assert chunks
+    assert [c.char_start for c in chunks] == sorted(c.char_start for c in chunks)
+    assert len({c.chunk_id for c in chunks}) == len(chunks)
+    covered = set()
+    for c in chunks:
+        body = pt.text[c.char_start : c.char_end]
+        assert c.text in (body, f"{c.section}\n\n{body}")
+        assert c.strategy == strategy and c.paper_id == doc.paper_id
+        assert c.n_tokens == WS.count([c.text])[0] <= 16
+        assert 1 <= c.page_start <= c.page_end <= doc.n_pages
+        covered.update(range(c.char_start, c.char_end))
+    # Nothing but block separators is left out.
+    missing = {i for i in range(len(pt.text)) if i not in covered and not pt.text[i].isspace()}
+    assert missing == set()
+
+
 # ------------------------------------------------------------------ ids
 
 
