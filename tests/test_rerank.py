@@ -144,3 +144,25 @@ def test_embedder_reranker_bad_settings():
     with pytest.raises(ConfigError, match="combine"):
         EmbedderReranker(e, combine="max")
     assert EmbedderReranker(e, disk_cache=False).score("q", []) == []
+
+
+def test_rerank_retriever_orders_the_pool_by_cross_encoder_scores(tiny_cross_encoder):
+    from rag.retrieve import ChunkStore, RerankRetriever
+    from rag.types import Hit
+
+    texts = {"d1": "bm25 sparse", "d2": "dense passage retrieval", "d3": "rerank model paper"}
+    store = ChunkStore.from_docs(texts)
+
+    class FirstStage:
+        name = "fixed"
+
+        def retrieve(self, query, k):
+            return [Hit(c, c, 1, "", texts[c], 1.0 / (i + 1)) for i, c in enumerate(texts)][:k]
+
+    rr = CrossEncoderReranker(tiny_cross_encoder[0], max_length=32)
+    hits = RerankRetriever(FirstStage(), rr, pool=3).retrieve("dense retrieval", 2)
+    scores = dict(zip(texts, rr.score("dense retrieval", list(texts.values())), strict=True))
+    best = sorted(scores, key=lambda c: (-scores[c], c))[:2]
+    assert [h.chunk_id for h in hits] == best
+    assert [h.score for h in hits] == [scores[c] for c in best]
+    assert all(h.text == store[h.chunk_id].text for h in hits)
