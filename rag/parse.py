@@ -498,7 +498,7 @@ def _classify(
             not section
             and b.page == 1
             and len(b.lines) <= 3
-            and b.size >= 1.4 * body
+            and b.size >= 1.3 * body
             and all(ln.horizontal for ln in b.lines)
         ):
             # The title: a heading that opens no section; a title set on two lines is one block.
