@@ -10,6 +10,7 @@ own retries are disabled (``max_retries=0``) so these are the only ones.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 from collections.abc import Callable
 from functools import cache
@@ -25,7 +26,7 @@ from tenacity import (
 )
 
 from rag.errors import LLMError
-from rag.llm.errors import RequestRejected, RetriesExhausted
+from rag.llm.errors import MalformedResponse, RequestRejected, RetriesExhausted
 from rag.llm.settings import KEY_ENV, LLMSettings
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,11 @@ TRANSIENT_STATUS = frozenset({408, 409, 429})
 
 
 @cache
-def _sdk_error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """(connection/timeout error classes, HTTP status error classes) of the installed SDKs."""
+def _sdk_error_types() -> tuple[tuple[type[BaseException], ...], ...]:
+    """(connection/timeout, HTTP status, any API error) classes of the installed SDKs."""
     conn: list[type[BaseException]] = []
     status: list[type[BaseException]] = []
+    base: list[type[BaseException]] = []
     for name in ("openai", "anthropic", "groq"):
         try:
             mod = importlib.import_module(name)
@@ -48,18 +50,19 @@ def _sdk_error_types() -> tuple[tuple[type[BaseException], ...], tuple[type[Base
             continue
         conn.append(mod.APIConnectionError)  # APITimeoutError is a subclass
         status.append(mod.APIStatusError)
-    return tuple(conn), tuple(status)
+        base.append(mod.APIError)
+    return tuple(conn), tuple(status), tuple(base)
 
 
 def status_of(exc: BaseException) -> int | None:
     """The HTTP status of an SDK status error, else None."""
-    _, status = _sdk_error_types()
+    status = _sdk_error_types()[1]
     return int(exc.status_code) if isinstance(exc, status) else None  # type: ignore[attr-defined]
 
 
 def is_transient(exc: BaseException) -> bool:
     """Whether another attempt may succeed (429, 5xx, 408, 409, timeout, connection error)."""
-    conn, _ = _sdk_error_types()
+    conn = _sdk_error_types()[0]
     if isinstance(exc, conn):
         return True
     code = status_of(exc)
@@ -107,6 +110,7 @@ def call_with_retries(fn: Callable[[], T], *, provider: str, model: str, s: LLMS
     Raises:
         RetriesExhausted: transient failures on all ``s.max_attempts`` attempts.
         RequestRejected: a non-transient HTTP error (bad request, bad key, unknown model).
+        MalformedResponse: the body was not valid JSON or failed the SDK's validation.
     """
     label = f"{provider}/{model}"
     retrying = Retrying(
@@ -129,6 +133,11 @@ def call_with_retries(fn: Callable[[], T], *, provider: str, model: str, s: LLMS
             ) from e
         code = status_of(e)
         if code is None:
+            if isinstance(e, (json.JSONDecodeError, *_sdk_error_types()[2])):
+                raise MalformedResponse(
+                    f"{label}: unreadable response ({type(e).__name__}: {e}); check that the "
+                    f"{provider} base URL points at the provider's API"
+                ) from e
             raise
         hint = (
             f"check {KEY_ENV.get(provider, 'the API key')}"

@@ -3,8 +3,8 @@
 :class:`FakeLLMServer` is a real HTTP server on 127.0.0.1 (random port, one thread per request)
 speaking either the OpenAI chat-completions dialect (served to the ``openai`` and ``groq`` SDKs)
 or Anthropic's messages dialect. It counts requests, and can be scripted to answer the next
-requests with 429, 500, 503, 401, a hang, a malformed body or non-JSON, so retry and error paths
-run through the real SDK clients and real sockets.
+requests with 429, 500, 503, 401, a hang, a malformed body, broken JSON or HTML, so retry and
+error paths run through the real SDK clients and real sockets.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 Dialect = Literal["openai", "anthropic"]
 #: What the server can be told to do with one request.
-Behaviour = Literal["ok", "429", "500", "503", "401", "hang", "malformed", "not_json"]
+Behaviour = Literal["ok", "429", "500", "503", "401", "hang", "malformed", "not_json", "bad_json"]
 
 
 class FakeLLMServer:
@@ -213,6 +213,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     pass  # the client gave up first, which is the point of a hang
             elif what == "malformed":
                 self._send(200, json.dumps({"id": "x", "object": "surprise"}).encode())
+            elif what == "bad_json":
+                self._send(200, b'{"id": "chatcmpl-cut-short", "choices": [')
             else:  # not_json
                 self._send(200, b"<html>upstream proxy error</html>", "text/html")
 

@@ -119,7 +119,7 @@ def test_server_down_is_a_clear_error(keys):
         model.complete(HI)
 
 
-@pytest.mark.parametrize("what", ["malformed", "not_json"])
+@pytest.mark.parametrize("what", ["malformed", "not_json", "bad_json"])
 @pytest.mark.parametrize(("name", "srv"), [("gpt-4o", "oai"), ("claude-3-5-haiku", "anth")])
 def test_malformed_response_not_retried(what, name, srv, servers, settings, keys, cache):
     servers[srv].script([what])
