@@ -49,7 +49,7 @@ from rag.types import Block, BlockKind, ParsedPaper, ParseStatus
 logger = logging.getLogger(__name__)
 
 #: Bump when the parser's output changes for the same PDF; part of every cache key.
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 
 
 class ParseSettings(BaseModel):
@@ -548,6 +548,9 @@ def _open(path: Path) -> pymupdf.Document:
 def parse_pdf(path: Path, settings: ParseSettings) -> ParsedPaper:
     """Parse one PDF into blocks in reading order (see the module docstring for the steps).
 
+    A page MuPDF cannot read is skipped and named in ``error`` (the status stays "ok"), so one
+    broken content stream does not lose the rest of the paper.
+
     Raises:
         ParseFailure: (a :class:`rag.errors.ParseError`) with ``status`` corrupt, encrypted, empty,
             image_only, too_many_pages or timeout.
@@ -568,6 +571,7 @@ def parse_pdf(path: Path, settings: ParseSettings) -> ParsedPaper:
         pages: list[list[_RawBlock]] = []
         sizes: list[tuple[float, float]] = []
         n_images = 0
+        bad_pages: list[int] = []
         for i, page in enumerate(doc):
             if time.perf_counter() - t0 > settings.time_limit_s:
                 raise ParseFailure(
@@ -575,7 +579,13 @@ def parse_pdf(path: Path, settings: ParseSettings) -> ParsedPaper:
                     f"{path.name}: parsing exceeded time_limit_s={settings.time_limit_s} at page "
                     f"{i + 1}/{n_pages}; raise ParseSettings.time_limit_s if the PDF is sound",
                 )
-            blocks = [_RawBlock(i + 1, lines) for lines in _page_lines(page, settings.nfkc)]
+            try:
+                blocks = [_RawBlock(i + 1, lines) for lines in _page_lines(page, settings.nfkc)]
+            except (RuntimeError, ValueError) as e:
+                # One broken page (bad content stream) should not cost the other pages.
+                logger.warning("%s: page %d unreadable, skipped (%s)", path.name, i + 1, e)
+                bad_pages.append(i + 1)
+                blocks = []
             if not blocks:
                 n_images += len(page.get_images(full=False))
             pages.append(blocks)
@@ -587,6 +597,8 @@ def parse_pdf(path: Path, settings: ParseSettings) -> ParsedPaper:
     finally:
         doc.close()
 
+    if len(bad_pages) == n_pages:
+        raise ParseFailure("corrupt", f"{path.name}: no page could be read")
     if not any(pages):
         status: ParseStatus = "image_only" if n_images else "empty"
         what = "only images (scanned? run OCR first)" if n_images else "no text"
@@ -606,6 +618,7 @@ def parse_pdf(path: Path, settings: ParseSettings) -> ParsedPaper:
         paper_id=path.stem,
         n_pages=n_pages,
         blocks=out,
+        error=f"unreadable pages skipped: {bad_pages}" if bad_pages else None,
         parse_seconds=round(time.perf_counter() - t0, 4),
     )
 
