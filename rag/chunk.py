@@ -414,9 +414,9 @@ def default_tokenizer() -> HFTokenizer:
     return HFTokenizer(g.get_model_path(), EMBED_MODEL_ID)
 
 
-def tokenizer_id(tokenizer: Tokenizer) -> str:
-    """Name plus library versions of a tokenizer, for fingerprints."""
-    if isinstance(tokenizer, HFTokenizer):
+def tokenizer_id(tokenizer: Tokenizer | None = None) -> str:
+    """Name plus library versions of a tokenizer (None: the default one, without loading it)."""
+    if tokenizer is None or isinstance(tokenizer, HFTokenizer):
         from importlib.metadata import PackageNotFoundError, version
 
         vers = []
@@ -425,7 +425,8 @@ def tokenizer_id(tokenizer: Tokenizer) -> str:
                 vers.append(f"{pkg}=={version(pkg)}")
             except PackageNotFoundError:
                 vers.append(f"{pkg}==?")
-        return f"{tokenizer.name}|{'|'.join(vers)}"
+        name = EMBED_MODEL_ID if tokenizer is None else tokenizer.name
+        return f"{name}|{'|'.join(vers)}"
     return tokenizer.name
 
 
@@ -697,21 +698,22 @@ def parsed_sha(parsed: ParsedPaper) -> str:
 
 def chunk_fingerprint(
     parsed_papers: Iterable[ParsedPaper],
-    settings: ChunkSettings,
+    settings: ChunkSettings | Mapping[str, Any],
     tokenizer: Tokenizer | None = None,
 ) -> str:
     """Fingerprint of a chunk set: settings, chunker and format versions, tokenizer, inputs.
 
-    The inputs enter by content (:func:`parsed_sha`), so a new parser version that changes the
-    blocks changes the fingerprint and one that does not keeps it. Embedding caches key on it.
+    The inputs enter by content (:func:`parsed_sha`) and only when parsed ok (failed parses
+    yield no chunks), so a new parser version that changes the blocks changes the fingerprint
+    and one that does not keeps it. Embedding caches key on it; it equals the key
+    :func:`chunk_corpus` caches under for the same arguments.
     """
-    tok = tokenizer if tokenizer is not None else default_tokenizer()
     key = {
         "chunker_version": CHUNKER_VERSION,
         "format_version": FORMAT_VERSION,
-        "settings": settings.model_dump(mode="json"),
-        "tokenizer": tokenizer_id(tok),
-        "papers": sorted((p.paper_id, parsed_sha(p)) for p in parsed_papers),
+        "settings": chunk_settings(settings).model_dump(mode="json"),
+        "tokenizer": tokenizer_id(tokenizer),
+        "papers": sorted((p.paper_id, parsed_sha(p)) for p in parsed_papers if p.ok),
     }
     blob = json.dumps(key, sort_keys=True, separators=(",", ":"))
     return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:20]
@@ -764,17 +766,18 @@ def chunk_corpus(
     Papers whose parse failed (``status != "ok"``) are skipped with a warning.
     """
     s = chunk_settings(settings)
-    tok = tokenizer if tokenizer is not None else default_tokenizer()
     ok = [p for p in parsed_papers if p.ok]
     for p in parsed_papers:
         if not p.ok:
             logger.warning("skipping %s: parse status %s (%s)", p.paper_id, p.status, p.error)
-    fp = chunk_fingerprint(ok, s, tok)
+    fp = chunk_fingerprint(ok, s, tokenizer)
     path = chunks_path(fp)
     if use_cache and path.exists():
         chunks, _ = load_chunks(path)
         logger.info("loaded %d %s chunks from cache %s", len(chunks), s.strategy, fp)
         return chunks
+    # The default tokenizer is loaded (seconds: it imports transformers) only on a cache miss.
+    tok = tokenizer if tokenizer is not None else default_tokenizer()
     chunker = make_chunker(s, tok)
     chunks: list[Chunk] = []
     for p in tqdm(ok, desc=f"chunk[{s.strategy}]", unit="paper", disable=len(ok) < 5):

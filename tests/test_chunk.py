@@ -421,7 +421,8 @@ def test_chunk_corpus_caches_byte_identical_and_skips_failed(tmp_cache, caplog):
     first = ck.chunk_corpus(papers, s, tokenizer=WS)
     assert "bad" in caplog.text
     assert {c.paper_id for c in first} == {SECTIONED.paper_id, "0000.00002"}
-    fp = ck.chunk_fingerprint([SECTIONED, papers[2]], s, WS)
+    fp = ck.chunk_fingerprint(papers, s, WS)
+    assert fp == ck.chunk_fingerprint([SECTIONED, papers[2]], s, WS)  # failed parses add nothing
     path = ck.chunks_path(fp)
     assert path.parent == Path(tmp_cache) / "chunks"
     raw = path.read_bytes()
@@ -503,6 +504,9 @@ def test_minilm_offsets_slice_the_text(minilm):
     assert toks.word_start[i] and not toks.word_start[i + 1]
     assert "".join(pieces[i : pieces.index("efficient")]) == "unbelievably"
     assert minilm.count([text]) == [len(toks)]
+    # Fingerprints name the default tokenizer without loading it, identically.
+    assert ck.tokenizer_id(None) == ck.tokenizer_id(minilm)
+    assert ck.tokenizer_id(None).startswith(ck.EMBED_MODEL_ID + "|tokenizers==")
 
 
 def test_minilm_fixed_windows_count_and_never_split_words(minilm):
