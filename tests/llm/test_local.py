@@ -58,6 +58,8 @@ def test_local_generation_offline_greedy_stop_and_cached(no_network, cache, mete
     assert a.text.startswith(cut.text) and len(cut.text) < len(a.text)
     assert model.complete(Q, max_tokens=8).cached
     assert meter.to_dict()["total"]["cost_usd"] == 0.0
+    with pytest.raises(ConfigError, match="context"):
+        model.complete([{"role": "user", "content": "word " * 9000}], max_tokens=4)
 
 
 @pytest.mark.slow

@@ -24,3 +24,13 @@ def test_settings_forbid_unknown_keys_and_check_bounds():
         LLMSettings(openai_api_key="sk-x")  # keys never live in settings
     with pytest.raises(pydantic.ValidationError, match="max_attempts"):
         LLMSettings(max_attempts=0)
+
+
+def test_models_frame_shows_reason_for_unavailable():
+    from rag.llm.commands import models_frame
+    from rag.llm.settings import ApiKeys
+
+    f = models_frame(LLMSettings(), ApiKeys()).set_index("model")
+    assert f.loc["gpt-4o", "reason"] == "no key: set OPENAI_API_KEY"
+    assert not f.loc["gpt-4o", "available"]
+    assert f.loc["gpt-4o-mini", "usd_in_per_m"] == 0.15
