@@ -395,7 +395,7 @@ def test_ids_stable_and_parameter_sensitive():
     )
 
 
-def test_fingerprint_tracks_settings_and_content_not_parse_time():
+def test_fingerprint_tracks_settings_and_content_not_parse_time(monkeypatch):
     s = settings(strategy="fixed", max_tokens=16, overlap_tokens=4)
     base = ck.chunk_fingerprint([SECTIONED], s, WS)
     timed = ParsedPaper(
@@ -409,6 +409,13 @@ def test_fingerprint_tracks_settings_and_content_not_parse_time():
     assert ck.chunk_fingerprint([SECTIONED], other, WS) != base
     edited = paper([*SECTIONED.blocks[:-1], Block(3, "body", "2 Proposed Method", six(6))])
     assert ck.chunk_fingerprint([edited], s, WS) != base
+
+    class Other(ck.WhitespaceTokenizer):
+        name = "other"
+
+    assert ck.chunk_fingerprint([SECTIONED], s, Other()) != base
+    monkeypatch.setattr(ck, "CHUNKER_VERSION", "999")
+    assert ck.chunk_fingerprint([SECTIONED], s, WS) != base
 
 
 # ------------------------------------------------------------------ corpus and cache
