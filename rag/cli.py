@@ -30,6 +30,13 @@ def _cmd_check_params(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from rag.bench import run_benchmarks
+
+    run_benchmarks(args.stages or None)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rag", description="arXiv RAG Lab command line")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -44,10 +51,20 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check-params", help="validate params/*.yaml against the notebooks")
     c.add_argument("profiles", nargs="*")
     c.set_defaults(func=_cmd_check_params)
+    b = sub.add_parser("bench", help="throughput and latency benchmarks (not tests)")
+    b.add_argument("stages", nargs="*", help="fetch, corpus, index, evaluation, llm (default: all)")
+    b.set_defaults(func=_cmd_bench)
+
+    sub.add_parser("ingest", help="fetch + parse the pinned corpus (rag ingest --help)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ingest"]:  # the ingest stage owns its options
+        from rag.ingest import main as ingest_main
+
+        return ingest_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
