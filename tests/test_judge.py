@@ -349,6 +349,14 @@ def test_balanced_accuracy_by_hand():
 def test_offline_judge_on_scifact_dev(shared_dir):
     from rag.judge.offline import OfflineJudge
 
-    metrics, _ = validate_judge(OfflineJudge())
+    metrics, table = validate_judge(OfflineJudge())
     assert metrics["n"] == 340 and metrics["n_failures"] == 0
-    assert metrics["balanced_accuracy"] >= 0.72
+    # Measured 0.750 (95% CI 0.699-0.792); the bound leaves ~4 pairs of slack for float noise in
+    # cold-cache embeddings. The references on this set: MiniLM max-cosine 0.682, 5-feature
+    # logistic regression 0.717.
+    assert metrics["balanced_accuracy"] >= 0.74
+    assert metrics["ci_low"] > 0.682
+    assert sum(metrics["confusion"]["SUPPORT"].values()) == 138
+    again, table2 = validate_judge(OfflineJudge())
+    assert again["balanced_accuracy"] == metrics["balanced_accuracy"]
+    assert table.equals(table2)

@@ -21,7 +21,7 @@ import numpy as np
 from rag.claims import split_sentences
 
 #: Bump when any feature changes: it is part of the fitted model's cache key.
-FEATURE_VERSION = "judge-features-v1"
+FEATURE_VERSION = "judge-features-v2"
 
 FEATURE_NAMES: tuple[str, ...] = (
     "cos_max",
@@ -40,6 +40,13 @@ FEATURE_NAMES: tuple[str, ...] = (
     "negation_mismatch",
     "direction_conflict",
     "claim_len",
+    "cov_top2",
+    "idf_cov_best",
+    "bigram_best",
+    "num_present",
+    "hedge_best",
+    "cos_x_cov",
+    "cos_gap",
 )
 
 _STOPWORDS = frozenset(
@@ -97,6 +104,9 @@ _DOWN = (
     "negative",
     "drop",
     "slow",
+)
+_HEDGES = frozenset(
+    "may might suggest suggests suggested possible possibly associated could unclear".split()
 )
 _WORD_NUMBERS = {
     "one": "1",
@@ -279,6 +289,23 @@ def claim_features(
         "negation_mismatch": float((_negations(claim) > 0) != (_negations(best) > 0)),
         "direction_conflict": float(conflict),
         "claim_len": math.log1p(len(claim_words)),
+    }
+    covs = [_coverage(claim_words, s) for s in sent_sets]
+    top = sorted(range(n_s), key=lambda i: (-covs[i], i))[:2]
+    claim_bigrams = _bigrams(claim_words)
+    feats |= {
+        "cov_top2": _coverage(claim_words, set().union(*(sent_sets[i] for i in top))),
+        "idf_cov_best": max(_coverage(claim_words, s, idf) for s in sent_sets),
+        "bigram_best": max(
+            len(claim_bigrams & _bigrams(content_stems(s))) / len(claim_bigrams)
+            if claim_bigrams
+            else 0.0
+            for s in units.sentences
+        ),
+        "num_present": float(bool(claim_nums & ctx_nums)),
+        "hedge_best": float(any(t in _HEDGES for t in tokens(best))),
+        "cos_x_cov": feats["cos_max"] * feats["cov_best"],
+        "cos_gap": feats["cos_max"] - feats["cos_top3"],
     }
     feats = {k: round(v, 6) for k, v in feats.items()}
     trace = {

@@ -58,10 +58,15 @@ class OfflineJudgeSettings(BaseModel):
         description="Training pairs, relative to the shared folder (or absolute).",
     )
     classifiers: tuple[Literal["logreg", "hgb"], ...] = Field(
-        ("logreg", "hgb"), min_length=1, description="Classifier families compared by CV on train."
+        ("logreg",),
+        min_length=1,
+        description="Classifier families compared by CV on train (gradient boosting measured "
+        "0.689 CV balanced accuracy against 0.715 for logistic regression, so it is opt-in).",
     )
     logreg_c: tuple[float, ...] = Field(
-        (0.1, 1.0, 10.0), min_length=1, description="Inverse regularisation strengths tried."
+        (0.01, 0.03, 0.1, 0.3, 1.0),
+        min_length=1,
+        description="Inverse regularisation strengths tried.",
     )
     cv_folds: int = Field(5, ge=2, le=10, description="Grouped CV folds on train.")
     seed: int = Field(0, ge=0, description="Seed for gradient boosting and fold shuffling.")

@@ -133,3 +133,33 @@ def validate_judge(
     }
     logger.info("%s on %s: balanced accuracy %s", judge.name, metrics["data"], ci)
     return metrics, table
+
+
+def format_report(metrics: dict) -> str:
+    """A plain-text summary: balanced accuracy with its CI, per-class recalls and the confusion."""
+    cols = [*VERDICT_LABELS, FAILURE]
+    lines = [
+        f"judge {metrics['judge']} on {metrics['data']} (n={metrics['n']}, "
+        f"failures={metrics['n_failures']}, {metrics['seconds']} s)",
+        f"balanced accuracy {metrics['balanced_accuracy']:.3f} "
+        f"(95% CI {metrics['ci_low']:.3f}-{metrics['ci_high']:.3f}, {metrics['ci_method']})",
+        f"recall on SUPPORT {metrics['support_recall']:.3f}, "
+        f"on not-SUPPORT {metrics['not_support_recall']:.3f}",
+        "human / judge".ljust(16) + "".join(f"{c:>14}" for c in cols),
+    ]
+    for h in HUMAN_LABELS:
+        lines.append(f"{h:<16}" + "".join(f"{metrics['confusion'][h][c]:>14}" for c in cols))
+    return "\n".join(lines)
+
+
+def validate_offline_judge() -> dict:
+    """Validate the default offline judge on SciFact dev and print the report (CLI / ``make``)."""
+    from rag.judge.offline import OfflineJudge
+
+    judge = OfflineJudge()
+    metrics, _ = validate_judge(judge)
+    metrics["train"] = {
+        k: judge.fitted.meta.get(k) for k in ("n_train", "train_seconds", "chosen", "cv")
+    }
+    print(format_report(metrics))
+    return metrics
