@@ -165,6 +165,18 @@ def test_offline_judge_trains_persists_and_reloads(tmp_path, tmp_cache, monkeypa
     again = offline.OfflineJudge(settings, embedder=BowEmbedder())
     assert again.verdict("Metformin lowers blood glucose", FACTS[2][1]) == supported
 
+    strict = offline.OfflineJudge(
+        settings.model_copy(update={"strict_numbers": True}), embedder=BowEmbedder()
+    )
+    assert strict.fitted.meta["key"] == judge.fitted.meta["key"]  # same model, other decision
+    claim, ctx = (
+        "Metformin lowers blood glucose",
+        "Metformin lowers blood glucose. Doses were 500 mg.",
+    )
+    assert judge.verdict(f"{claim} at 900 mg", ctx).trace["missing_numbers"] == ["900"]
+    assert strict.verdict(f"{claim} at 900 mg", ctx).label != "supported"
+    assert strict.verdict(f"{claim} at 500 mg", ctx).trace["missing_numbers"] == []
+
     with pytest.raises(JudgeError, match="empty claim"):
         judge.verdict("  ", FACTS[0][1])
 
