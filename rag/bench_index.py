@@ -75,7 +75,7 @@ def bench_index(
     *,
     embedder_name: str = "minilm",
     scales: tuple[int, ...] = (1, 2, 10),
-    n_throughput: int = 256,
+    n_throughput: int = 256,  # 0 skips the throughput comparison
     n_queries: int = 100,
     k: int = 10,
     print_table: bool = True,
@@ -94,7 +94,7 @@ def bench_index(
     queries = queries[:n_queries]
     emb = load_embedder(embedder_name)
     out: dict[str, Any] = {"embedder": emb.fingerprint, "scales": []}
-    if isinstance(emb, SentenceTransformerEmbedder):
+    if isinstance(emb, SentenceTransformerEmbedder) and n_throughput > 0:
         out["throughput"] = bench_throughput(emb, texts[:n_throughput])
     base_ids = [f"d{i}" for i in range(len(texts))]
     base = embed_texts(base_ids, texts, emb, show_progress=True)
@@ -115,6 +115,12 @@ def bench_index(
             lat.append((time.perf_counter() - t0) * 1e3)
         row["dense_p50_ms"], row["dense_p95_ms"] = round(_pct(lat, 50), 2), round(_pct(lat, 95), 2)
         qv = emb.encode_queries(queries)
+        lat = []
+        for q in qv:
+            t0 = time.perf_counter()
+            dense.search(q, k)
+            lat.append((time.perf_counter() - t0) * 1e3)
+        row["dense_search_only_p50_ms"] = round(_pct(lat, 50), 3)
         t0 = time.perf_counter()
         hnsw = DenseIndex(ids, vecs, kind="hnsw")
         row["hnsw_build_s"] = round(time.perf_counter() - t0, 3)
