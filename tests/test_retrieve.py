@@ -484,3 +484,32 @@ def test_build_retriever_builds_every_name(parts):
         RetrievalSettings(k=0)
     with pytest.raises(pydantic.ValidationError):
         RetrievalSettings(pool=5)  # unknown key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["hyde", "multi-query"])
+def test_llm_retrievers_with_the_real_local_model(name, tmp_cache):
+    """HyDE and LLM multi-query keep the contract with SmolLM2-135M (a real, weak model)."""
+    from rag.errors import ProviderUnavailable
+    from rag.llm.factory import make_cache, make_chat_model
+    from rag.llm.settings import ApiKeys, LLMSettings
+
+    try:  # the completion cache (under tmp_cache) makes the repeated calls of the check cheap
+        llm = make_chat_model("smollm2-135m", LLMSettings(), cache=make_cache(), keys=ApiKeys())
+    except ProviderUnavailable as e:
+        pytest.skip(str(e))
+    store = make_store()
+    emb = HashEmbedder()
+    comps = Components(
+        store,
+        embedder=emb,
+        dense_index=BruteDenseIndex(store.ids, emb.encode_passages(store.texts)),
+        bm25_index=OverlapIndex(store.ids, store.texts),
+        llm=llm,
+    )
+    r = build_retriever(name, comps, RetrievalSettings(variants="llm", hybrid_pool=20))
+    check_contract(r, store)
+    if name == "hyde":
+        assert r.last_passage or r.fallbacks > 0
+    else:
+        assert r.variant_fn.calls > 0 and 0 <= r.variant_fn.fallbacks <= r.variant_fn.calls
