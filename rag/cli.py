@@ -37,6 +37,31 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_models(args: argparse.Namespace) -> int:
+    from rag.llm.commands import cmd_models
+
+    return cmd_models()
+
+
+def _cmd_llm_smoke(args: argparse.Namespace) -> int:
+    from rag.llm.commands import cmd_smoke
+
+    return cmd_smoke(args.prompt, include_local=not args.no_local)
+
+
+def _cmd_cost(args: argparse.Namespace) -> int:
+    from rag.llm.commands import cmd_cost
+
+    return cmd_cost(args.prompts, models=args.models or None, output_tokens=args.output_tokens)
+
+
+def _cmd_scifact(args: argparse.Namespace) -> int:
+    from rag import scifact
+
+    scifact.print_table(scifact.reproduce(tuple(args.embedders)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rag", description="arXiv RAG Lab command line")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -55,6 +80,20 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("stages", nargs="*", help="fetch, corpus, index, evaluation, llm (default: all)")
     b.set_defaults(func=_cmd_bench)
 
+    m = sub.add_parser("models", help="LLM registry with prices and availability (keys from env)")
+    m.set_defaults(func=_cmd_models)
+    ls = sub.add_parser("llm-smoke", help="one call per available LLM provider, then the cost table")
+    ls.add_argument("--prompt", default="In one sentence: what is retrieval-augmented generation?")
+    ls.add_argument("--no-local", action="store_true", help="skip the local SmolLM2 model")
+    ls.set_defaults(func=_cmd_llm_smoke)
+    co = sub.add_parser("cost", help="dry-run cost estimate for a prompt file, before spending")
+    co.add_argument("prompts", nargs="?", help="text (one prompt per line) or JSONL with question/prompt")
+    co.add_argument("--models", nargs="*", help="model names (default: all)")
+    co.add_argument("--output-tokens", type=int, default=256)
+    co.set_defaults(func=_cmd_cost)
+    sf = sub.add_parser("scifact", help="reproduce the BEIR SciFact nDCG@10 table (BM25, dense)")
+    sf.add_argument("embedders", nargs="*", default=["minilm"])
+    sf.set_defaults(func=_cmd_scifact)
     sub.add_parser("ingest", help="fetch + parse the pinned corpus (rag ingest --help)")
     return p
 
