@@ -166,3 +166,20 @@ def test_rerank_retriever_orders_the_pool_by_cross_encoder_scores(tiny_cross_enc
     assert [h.chunk_id for h in hits] == best
     assert [h.score for h in hits] == [scores[c] for c in best]
     assert all(h.text == store[h.chunk_id].text for h in hits)
+
+
+@pytest.mark.slow
+def test_scifact_hybrid_and_rerank_sanity(shared_dir):
+    """SciFact test (300 queries): hybrid beats both of its inputs; re-scoring the hybrid pool with
+    the first-stage embedder gives back dense retrieval's top 10 (its nDCG@10 exactly)."""
+    from rag.bench_rerank import rerank_scifact
+
+    res = rerank_scifact(("minilm",), pool=50, show_progress=False)
+    s = res["systems"]
+    assert s["dense"]["ndcg@10"] == pytest.approx(0.645, abs=0.01)  # MTEB all-MiniLM-L6-v2
+    assert s["hybrid"]["ndcg@10"] == pytest.approx(0.6852, abs=0.005)  # measured here
+    assert s["hybrid"]["ndcg@10"] > max(s["dense"]["ndcg@10"], s["bm25"]["ndcg@10"])
+    assert s["rerank[embed[all-MiniLM-L6-v2]]"]["ndcg@10"] == pytest.approx(
+        s["dense"]["ndcg@10"], abs=1e-4
+    )
+    assert 0.9 < res["pool_recall@50"] <= 1.0
