@@ -295,3 +295,25 @@ def print_table(res: dict[str, Any]) -> None:
     print(f"{'system':<14}{'nDCG@10':>9}  published")
     for name, v in res["ndcg@10"].items():
         print(f"{name:<14}{v:>9.4f}  {pub.get(name, '-')}")
+
+
+def subset(
+    corpus: Corpus, queries: Queries, qrels: Qrels, *, max_queries: int = 0, max_docs: int = 0
+) -> tuple[Corpus, Queries, Qrels]:
+    """A deterministic slice of SciFact for quick runs (the smoke profile).
+
+    The first ``max_queries`` test queries by id (0: all) keep their qrels; the corpus keeps every
+    document relevant to them plus the first documents by id up to ``max_docs`` (0: all), so each
+    kept query stays answerable and the distractors are not chosen by looking at any run.
+    """
+    qids = sorted(queries, key=lambda q: (len(q), q))[: max_queries or None]
+    q = {i: queries[i] for i in qids}
+    r = {i: dict(qrels[i]) for i in qids if i in qrels}
+    if not max_docs:
+        return corpus, q, r
+    keep = {d for rel in r.values() for d in rel}
+    for d in sorted(corpus):
+        if len(keep) >= max_docs:
+            break
+        keep.add(d)
+    return {d: corpus[d] for d in sorted(keep)}, q, r

@@ -60,3 +60,42 @@ def test_chunk_metrics(smoke_run):
         assert s["p95_tokens"] <= 254
         assert 0.0 <= s["evidence_intact"]["rate"] <= 1.0 and s["evidence_intact"]["n"] > 0
     assert (out / "02_chunk" / "figures" / "evidence_intact.png").exists()
+
+
+def test_index_metrics(smoke_run):
+    out, _ = smoke_run
+    m = read_metrics(out.parent, "smoke/03_index")
+    assert m["chunks"] > 50 and m["papers"] == 5
+    assert [g["scale"] for g in m["growth"]] == [1, 2]
+    assert m["growth"][1]["n"] == 2 * m["growth"][0]["n"]
+    assert 0.0 < m["embedding_throughput"]["ratio"]
+
+
+def test_retrieval_metrics(smoke_run):
+    out, _ = smoke_run
+    m = read_metrics(out.parent, "smoke/04_retrieval")
+    names = {"dense", "bm25", "hybrid", "rerank", "multi-query", "hyde"}
+    for dataset in ("scifact", "qasper"):
+        assert names <= set(m[dataset]), dataset
+    assert names <= set(m["corpus_gold"]["chunk"])
+    for name in names:
+        block = m["corpus_gold"]["chunk"][name]
+        assert block["ndcg@10"]["ci_low"] <= block["ndcg@10"]["mean"] <= block["ndcg@10"]["ci_high"]
+        assert block["n"] == m["corpus_gold"]["qrels_report"]["questions"] - m["corpus_gold"]["qrels_report"]["questions_without_relevant_chunk"]
+    assert m["scifact"]["bm25"]["ndcg@10"]["mean"] > 0.5
+    assert m["scifact"]["_n_queries"] == 20
+    assert m["components"]["reranker"].startswith("embed[")
+
+
+def test_faithfulness_metrics(smoke_run):
+    out, _ = smoke_run
+    m = read_metrics(out.parent, "smoke/05_faithfulness")
+    jv = m["judge_validation"]["offline"]
+    assert jv["n"] == 80 and 0.5 <= jv["balanced_accuracy"] <= 1.0
+    assert {"extractive", "local"} <= set(m["answerers"])
+    # every API model is either run or reported as not run (no key), never silently dropped
+    for name in ("gpt-4o-mini", "claude-3-5-haiku", "llama-3.1-8b-instant"):
+        assert (name in m["answerers"]) != (name in m["not_run"]), name
+    ext = m["answerers"]["extractive"]
+    assert ext["cost_usd"] == 0.0
+    assert m["questions"]["unanswerable"] > 0
