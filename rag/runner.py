@@ -182,8 +182,9 @@ def run_report(
         if failure:
             break
 
-    _write_run_json(out, profile, runs, scrubbed, started)
-    _write_index(out, profile, runs)
+    listed = _merge_previous(out, runs) if only else runs
+    _write_run_json(out, profile, listed, scrubbed, started)
+    _write_index(out, profile, listed)
     for f in (out / "run.json", out / "index.html"):
         scrubbed.merge(publish.scrub_file(f, strict=strict))
     if scrubbed:
@@ -191,6 +192,21 @@ def run_report(
     if failure:
         raise NotebookError(f"{failure} (rendered with the error cell: {output_dir}/)")
     return runs
+
+
+def _merge_previous(out: Path, runs: list[NotebookRun]) -> list[NotebookRun]:
+    """With ``--only``, keep the other notebooks' records from the previous run.json, in order."""
+    previous: dict[str, NotebookRun] = {}
+    path = out / "run.json"
+    if path.exists():
+        try:
+            for rec in json.loads(path.read_text(encoding="utf-8")).get("notebooks", []):
+                previous[rec["name"]] = NotebookRun(**rec)
+        except (json.JSONDecodeError, TypeError, KeyError):
+            log.warning("ignoring unreadable %s", path)
+    previous.update({r.name: r for r in runs})
+    order = [nb.stem for nb in profiles.notebook_paths()]
+    return [previous[n] for n in order if n in previous]
 
 
 def _write_run_json(out: Path, profile: str, runs: list[NotebookRun], scrubbed: publish.ScrubReport, started: str) -> None:
