@@ -353,7 +353,9 @@ def describe_difference(
     ptxt = _fmt_p(p) + (" corrected" if result.p_adjusted is not None else "")
     ci = result.ci
     pct = round(ci.confidence * 100)
-    citxt = f"{pct}% CI {ci.low:.3f}–{ci.high:.3f}" if ci.defined else "no CI"
+    # The interval is stated for the leader's advantage, so its sign matches "X beats Y by d".
+    lo, hi = (ci.low, ci.high) if result.diff >= 0 or not ci.defined else (-ci.high, -ci.low)
+    citxt = f"{pct}% CI {lo:.3f}–{hi:.3f}" if ci.defined else "no CI"
     if result.diff == 0.0:
         return (
             f"{name_a} and {name_b} score the same{unit} on n={result.n} questions "

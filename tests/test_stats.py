@@ -152,6 +152,7 @@ def test_describe_difference_readings():
     )
     worse = describe_difference("dense", "bm25", _result(-0.07, -0.11, -0.03, 0.0001))
     assert worse.startswith("bm25 beats dense by 0.070") and worse.endswith("a real difference")
+    assert "95% CI 0.030–0.110" in worse  # the interval of the leader's advantage, sign flipped
     null = describe_difference("a", "b", _result(0.01, -0.02, 0.04, 0.4, n=30))
     assert null.startswith("a and b are not distinguishable on n=30 questions")
     mixed = describe_difference("a", "b", _result(0.02, -0.001, 0.04, 0.03))
