@@ -96,6 +96,7 @@ def test_faithfulness_metrics(smoke_run):
     # every API model is either run or reported as not run (no key), never silently dropped
     for name in ("gpt-4o-mini", "claude-3-5-haiku", "llama-3.1-8b-instant"):
         assert (name in m["answerers"]) != (name in m["not_run"]), name
+    assert ("gpt-4o-mini" in m["judge_validation"]) != ("gpt-4o-mini" in m["judges_not_run"])
     ext = m["answerers"]["extractive"]
     assert ext["cost_usd"] == 0.0
     assert m["questions"]["unanswerable"] > 0
