@@ -101,6 +101,9 @@ def bench_index(
     base = embed_texts(base_ids, texts, emb, show_progress=True)
     for w in queries[:3]:  # warm up the query encoder
         emb.encode_queries([w])
+    out["query_backend"] = getattr(emb, "query_backend_used", None) or type(emb).__name__
+    if out["query_backend"] == "onnxruntime":
+        out["query_encode_torch_p50_ms"] = _torch_query_p50(emb, queries)
     for scale in scales:
         ids = [f"{i}#{r}" for r in range(scale) for i in base_ids]
         vecs = _replicate_vectors(base, scale)
@@ -165,6 +168,25 @@ def bench_index(
     return out
 
 
+def _torch_query_p50(emb: SentenceTransformerEmbedder, queries: list[str]) -> float:
+    """Per-query encoding p50 through PyTorch (the reference path ONNX replaces), same threads."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(emb.query_threads or before)
+    try:
+        for w in queries[:3]:
+            emb._encode([w])
+        lat = []
+        for q in queries:
+            t0 = time.perf_counter()
+            emb._encode([emb.query_prefix + q])
+            lat.append((time.perf_counter() - t0) * 1e3)
+    finally:
+        torch.set_num_threads(before)
+    return round(_pct(lat, 50), 2)
+
+
 def _rank_bm25_p50(texts: list[str], queries: list[str]) -> float:
     """The reference implementation's per-query time on the 1x corpus (same tokenizer)."""
     from rank_bm25 import BM25Okapi
@@ -193,6 +215,11 @@ def _print(res: dict[str, Any]) -> None:
     for row in res["scales"]:
         print(f"{row['scale']:>5} " + " ".join(f"{row[c]!s:>18}" for c in cols))
     print(f"rank-bm25 BM25Okapi p50 on 1x: {res['rank_bm25_p50_ms']} ms/query")
+    print(f"query encoding: {res.get('query_backend')}", end="")
+    if "query_encode_torch_p50_ms" in res:
+        print(f" (PyTorch path p50 {res['query_encode_torch_p50_ms']} ms/query, for reference)")
+    else:
+        print()
 
 
 if __name__ == "__main__":
