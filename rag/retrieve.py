@@ -280,28 +280,37 @@ class HybridRetriever:
 
 
 class RerankRetriever:
-    """A second stage: the first stage's top ``pool`` re-scored by a reranker, best ``k`` kept.
+    """A second stage: the first stage's top ``pool`` re-scored by a reranker.
 
-    The reranker sees the whole uncapped pool; a per-paper cap, if any, wraps this retriever and so
-    applies after reranking.
+    Exactly ``pool`` candidates are re-scored, whatever ``k`` is; when ``k > pool`` the first
+    stage's hits ``pool+1 .. k`` follow in their own order, scored below every reranked hit (the
+    usual re-ranking depth convention, so Recall@100 stays defined with a pool of 30). The reranker
+    sees the whole uncapped pool; a per-paper cap, if any, wraps this retriever and so applies after
+    reranking.
     """
 
     def __init__(self, first_stage: Retriever, reranker: Any, *, pool: int = 50) -> None:
+        if pool < 1:
+            raise ConfigError(f"rerank pool must be >= 1, got {pool}")
         self.first_stage, self.reranker, self.pool = first_stage, reranker, pool
         self.name = f"rerank[{reranker.name}]"
 
     def retrieve(self, query: str, k: int) -> list[Hit]:
         query = check_request(query, k)
-        pool = self.first_stage.retrieve(query, max(self.pool, k))
-        if not pool:
+        hits = self.first_stage.retrieve(query, max(self.pool, k))
+        if not hits:
             return []
+        pool, tail = hits[: self.pool], hits[self.pool :]
         scores = list(self.reranker.score(query, [h.text for h in pool]))
         if len(scores) != len(pool):
             raise RetrievalError(
                 f"reranker {self.reranker.name!r} returned {len(scores)} scores for "
                 f"{len(pool)} passages; a reranker must score every passage"
             )
-        return sort_hits(_rescored(h, s) for h, s in zip(pool, scores, strict=True))[:k]
+        top = sort_hits(_rescored(h, s) for h, s in zip(pool, scores, strict=True))
+        floor = min(scores)
+        rest = [_rescored(h, floor - 1.0 - i) for i, h in enumerate(tail)]
+        return (top + rest)[:k]
 
 
 def _variant_fn_name(fn: Callable[..., Any]) -> str:

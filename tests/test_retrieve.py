@@ -513,3 +513,19 @@ def test_llm_retrievers_with_the_real_local_model(name, tmp_cache):
         assert r.last_passage or r.fallbacks > 0
     else:
         assert r.variant_fn.calls > 0 and 0 <= r.variant_fn.fallbacks <= r.variant_fn.calls
+
+
+def test_rerank_rescores_only_the_pool_and_keeps_the_first_stage_tail(parts):
+    store = parts[0]
+    rr = RecordingReranker(store)
+    first = _hybrid(parts)
+    deep = first.retrieve("dense retrieval", 12)
+    assert len(deep) == 12
+    hits = RerankRetriever(first, rr, pool=5).retrieve("dense retrieval", 12)
+    assert rr.seen == [5], "k=12 > pool=5: the reranker still sees exactly 5 passages"
+    assert {h.chunk_id for h in hits[:5]} == {h.chunk_id for h in deep[:5]}
+    assert [h.chunk_id for h in hits[5:]] == [h.chunk_id for h in deep[5:]], "tail keeps its order"
+    assert min(h.score for h in hits[:5]) > max(h.score for h in hits[5:])
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    with pytest.raises(ConfigError, match="pool must be >= 1, got 0"):
+        RerankRetriever(first, rr, pool=0)
