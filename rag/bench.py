@@ -28,10 +28,15 @@ def bench_corpus(workers: int = 2) -> dict[str, Any]:
     ids = [p.arxiv_id for p in papers]
     t0 = time.perf_counter()
     parsed_bench = parse.bench_parse(mirror, ids, workers=workers)
-    parsed = [parse.load_parsed(mirror / p.filename, p.sha256, parse.ParseSettings()) for p in papers]
+    parsed = [
+        parse.load_parsed(mirror / p.filename, p.sha256, parse.ParseSettings()) for p in papers
+    ]
     chunk_bench = chunk.bench_chunk(parsed, [{"strategy": "fixed"}])
     total = parsed_bench["wall_s"] + chunk_bench["rows"][0]["wall_s"]
-    print(f"parse + chunk (fixed) of {len(ids)} papers: {total:.1f} s (target < 60 s); wall incl. cache reads {time.perf_counter() - t0:.1f} s")
+    print(
+        f"parse + chunk (fixed) of {len(ids)} papers: {total:.1f} s (target < 60 s); "
+        f"wall incl. cache reads {time.perf_counter() - t0:.1f} s"
+    )
     return {"parse": parsed_bench, "chunk": chunk_bench, "parse_plus_chunk_s": round(total, 2)}
 
 
@@ -58,7 +63,13 @@ def _stages() -> dict[str, Callable[[], Any]]:
         print(format_table(res))
         return res
 
-    return {"fetch": fetch, "corpus": bench_corpus, "index": index, "evaluation": evaluation, "llm": llm}
+    return {
+        "fetch": fetch,
+        "corpus": bench_corpus,
+        "index": index,
+        "evaluation": evaluation,
+        "llm": llm,
+    }
 
 
 STAGES = tuple(_stages())
@@ -79,6 +90,8 @@ def run_benchmarks(stages: list[str] | None = None) -> dict[str, Any]:
         print(f"== {name}: {time.perf_counter() - t0:.1f} s", flush=True)
     out = paths.resolve("outputs/bench")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    (out / "bench.json").write_text(
+        json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8"
+    )
     print("\nwritten: outputs/bench/bench.json")
     return results

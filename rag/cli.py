@@ -26,7 +26,10 @@ def _cmd_check_params(args: argparse.Namespace) -> int:
     names = args.profiles or profiles.list_profiles()
     for name in names:
         resolved = profiles.resolve_parameters(name, f"outputs/{name}")
-        print(f"{name}: ok ({sum(len(v) for v in resolved.values())} parameters over {len(resolved)} notebooks)")
+        print(
+            f"{name}: ok ({sum(len(v) for v in resolved.values())} parameters "
+            f"over {len(resolved)} notebooks)"
+        )
     return 0
 
 
@@ -70,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="execute all notebooks on a profile and render HTML")
     r.add_argument("--profile", default="default", help="params/<profile>.yaml (default: default)")
     r.add_argument("--only", nargs="*", help="notebook stems or NN prefixes to run (default: all)")
-    r.add_argument("--strict", action="store_true", help="refuse, rather than scrub, leaks in outputs")
+    r.add_argument(
+        "--strict", action="store_true", help="refuse, rather than scrub, leaks in outputs"
+    )
     r.set_defaults(func=_cmd_report)
 
     c = sub.add_parser("check-params", help="validate params/*.yaml against the notebooks")
@@ -82,12 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("models", help="LLM registry with prices and availability (keys from env)")
     m.set_defaults(func=_cmd_models)
-    ls = sub.add_parser("llm-smoke", help="one call per available LLM provider, then the cost table")
+    ls = sub.add_parser(
+        "llm-smoke", help="one call per available LLM provider, then the cost table"
+    )
     ls.add_argument("--prompt", default="In one sentence: what is retrieval-augmented generation?")
     ls.add_argument("--no-local", action="store_true", help="skip the local SmolLM2 model")
     ls.set_defaults(func=_cmd_llm_smoke)
     co = sub.add_parser("cost", help="dry-run cost estimate for a prompt file, before spending")
-    co.add_argument("prompts", nargs="?", help="text (one prompt per line) or JSONL with question/prompt")
+    co.add_argument(
+        "prompts", nargs="?", help="text (one prompt per line) or JSONL with question/prompt"
+    )
     co.add_argument("--models", nargs="*", help="model names (default: all)")
     co.add_argument("--output-tokens", type=int, default=256)
     co.set_defaults(func=_cmd_cost)
@@ -106,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         return ingest_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         return args.func(args)
     except RagError as e:

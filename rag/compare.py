@@ -18,7 +18,14 @@ import pandas as pd
 from rag.errors import ConfigError
 from rag.evaluate import compare_runs, evaluate_run
 from rag.evaluate import latency_summary as _latency
-from rag.retrieve import Components, QueryRuns, RetrievalSettings, Retriever, build_retriever, run_queries
+from rag.retrieve import (
+    Components,
+    QueryRuns,
+    RetrievalSettings,
+    Retriever,
+    build_retriever,
+    run_queries,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +44,9 @@ def load_reranker(name: str) -> Any:
         return CrossEncoderReranker(name.split(":", 1)[1])
     parts = [p for p in name.split("+") if p]
     if not parts:
-        raise ConfigError(f"reranker name {name!r} is empty; use e.g. 'e5-small' or 'cross-encoder:<path>'")
+        raise ConfigError(
+            f"reranker name {name!r} is empty; use e.g. 'e5-small' or 'cross-encoder:<path>'"
+        )
     return EmbedderReranker([load_embedder(p) for p in parts])
 
 
@@ -72,7 +81,11 @@ class Comparison:
         """One row per retriever: each metric's mean and 95 % CI, n, latency p50/p95."""
         rows = []
         for name, ev in self.evals.items():
-            row: dict[str, Any] = {"retriever": name, "component": self.labels.get(name, name), "n": ev.n}
+            row: dict[str, Any] = {
+                "retriever": name,
+                "component": self.labels.get(name, name),
+                "n": ev.n,
+            }
             for m, ci in ev.aggregate.items():
                 row[m] = ci.estimate
                 row[f"{m} CI"] = f"[{ci.low:.3f}, {ci.high:.3f}]" if ci.defined else "n/a"
@@ -97,7 +110,9 @@ class Comparison:
         return out
 
 
-def run_all(retrievers: Mapping[str, Retriever], queries: Mapping[str, str], k: int = 100) -> dict[str, QueryRuns]:
+def run_all(
+    retrievers: Mapping[str, Retriever], queries: Mapping[str, str], k: int = 100
+) -> dict[str, QueryRuns]:
     """Run every retriever on every query (depth ``k``), recording per-query latency."""
     return {name: run_queries(r, queries, k) for name, r in retrievers.items()}
 
@@ -131,8 +146,12 @@ def grade(
         run = to_doc(r) if to_doc else {q: dict(d) for q, d in r.items()}
         graded[name] = run
         evals[name] = evaluate_run(qrels, run, metrics, n_resamples=n_resamples, seed=seed)
-    pairwise = compare_runs(qrels, graded, primary, seed=seed) if len(graded) > 1 else pd.DataFrame()
-    return Comparison(dataset, dict(runs), evals, pairwise, primary, dict(skipped or {}), dict(labels or {}))
+    pairwise = (
+        compare_runs(qrels, graded, primary, seed=seed) if len(graded) > 1 else pd.DataFrame()
+    )
+    return Comparison(
+        dataset, dict(runs), evals, pairwise, primary, dict(skipped or {}), dict(labels or {})
+    )
 
 
 def latency_table(comparisons: Mapping[str, Comparison]) -> pd.DataFrame:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from rag.answer_metrics import answer_quality
-from rag.citations import cited_units, citation_scores, faithfulness, faithfulness_metrics
+from rag.citations import citation_scores, cited_units, faithfulness, faithfulness_metrics
 from rag.claims import parse_answer
 from rag.generate import Answer, Context
 from rag.gold import GoldItem
@@ -46,7 +46,10 @@ class AnswererGrade:
         fresh = [x for x in a if not x.cached]
         return {
             "cost_usd": float(sum(x.cost_usd for x in fresh)),
-            "tokens": {"input": int(sum(x.tokens_in for x in a)), "output": int(sum(x.tokens_out for x in a))},
+            "tokens": {
+                "input": int(sum(x.tokens_in for x in a)),
+                "output": int(sum(x.tokens_out for x in a)),
+            },
             "calls_fresh": len(fresh),
             "calls_cached": len(a) - len(fresh),
             "latency_s_fresh_mean": float(np.mean([x.latency_s for x in fresh])) if fresh else None,
@@ -110,7 +113,11 @@ def summary_table(grades: Sequence[AnswererGrade], *, seed: int = 0) -> pd.DataF
         row: dict[str, Any] = {"answerer": g.name}
         for m in SCORED:
             ci = _ci(g.per_question[m], seed)
-            row[m], row[f"{m} CI"], row[f"{m} n"] = ci["mean"], (ci["ci_low"], ci["ci_high"]), ci["n"]
+            row[m], row[f"{m} CI"], row[f"{m} n"] = (
+                ci["mean"],
+                (ci["ci_low"], ci["ci_high"]),
+                ci["n"],
+            )
         row["answered_rate"] = g.faithfulness["answered_rate"]
         row["claims_per_answer"] = g.faithfulness["claims_per_answer"]
         row["negative_rejection"] = g.quality["negative_rejection"].value
@@ -121,23 +128,44 @@ def summary_table(grades: Sequence[AnswererGrade], *, seed: int = 0) -> pd.DataF
     return pd.DataFrame(rows).set_index("answerer")
 
 
-def paired_table(grades: Sequence[AnswererGrade], metric: str = "faithfulness", *, seed: int = 0) -> pd.DataFrame:
+def paired_table(
+    grades: Sequence[AnswererGrade], metric: str = "faithfulness", *, seed: int = 0
+) -> pd.DataFrame:
     """All-pairs paired randomisation tests on the questions both answerers were scored on."""
     rows, results = [], []
     for i, a in enumerate(grades):
         for b in grades[i + 1 :]:
-            both = pd.concat([a.per_question[metric], b.per_question[metric]], axis=1, keys=["a", "b"]).dropna()
+            both = pd.concat(
+                [a.per_question[metric], b.per_question[metric]], axis=1, keys=["a", "b"]
+            ).dropna()
             if len(both) < 2:
-                rows.append({"a": a.name, "b": b.name, "n": len(both), "reading": f"not comparable: {len(both)} question(s) scored by both"})
+                rows.append(
+                    {
+                        "a": a.name,
+                        "b": b.name,
+                        "n": len(both),
+                        "reading": f"not comparable: {len(both)} question(s) scored by both",
+                    }
+                )
                 results.append(None)
                 continue
             r = paired_test(both["a"].to_numpy(float), both["b"].to_numpy(float), seed=seed)
             results.append(r)
-            rows.append({"a": a.name, "b": b.name, "n": len(both), "diff": r.diff, "ci_low": r.ci.low, "ci_high": r.ci.high, "p_value": r.p_value})
+            rows.append(
+                {
+                    "a": a.name,
+                    "b": b.name,
+                    "n": len(both),
+                    "diff": r.diff,
+                    "ci_low": r.ci.low,
+                    "ci_high": r.ci.high,
+                    "p_value": r.p_value,
+                }
+            )
     valid = [r for r in results if r is not None]
     adjusted = correct(valid, "holm") if valid else []
     it = iter(adjusted)
-    for row, r in zip(rows, results):
+    for row, r in zip(rows, results, strict=True):
         if r is None:
             continue
         r2 = next(it)

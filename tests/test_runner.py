@@ -20,7 +20,11 @@ def _notebook(path, body: str, extra_params: str = "") -> None:
     )
     params.metadata["tags"] = ["parameters"]
     nb.cells = [nbformat.v4.new_markdown_cell("# Demo"), params, nbformat.v4.new_code_cell(body)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, path)
 
 
@@ -72,7 +76,9 @@ def test_runner_executes_renders_and_scrubs_a_planted_key(project, monkeypatch):
 
 def test_strict_mode_refuses_to_publish_a_secret(project, monkeypatch):
     monkeypatch.setenv("GROQ_API_KEY", "gsk_" + secrets.token_hex(16))
-    _notebook(project / "notebooks" / "01_demo.ipynb", 'import os; print(os.environ["GROQ_API_KEY"])')
+    _notebook(
+        project / "notebooks" / "01_demo.ipynb", 'import os; print(os.environ["GROQ_API_KEY"])'
+    )
     (project / "params" / "demo.yaml").write_text("{}\n")
     with pytest.raises(Exception, match="would publish"):
         runner.run_report("demo", output_root=str(project / "outputs"), strict=True)
@@ -97,4 +103,9 @@ def test_failed_notebook_is_rendered_and_named(project):
         runner.run_report("demo", output_root=str(project / "outputs"))
     html = (project / "outputs" / "demo" / "01_demo.html").read_text()
     assert "boom at step 2" in html
-    assert json.loads((project / "outputs" / "demo" / "run.json").read_text())["notebooks"][0]["status"] == "failed"
+    assert (
+        json.loads((project / "outputs" / "demo" / "run.json").read_text())["notebooks"][0][
+            "status"
+        ]
+        == "failed"
+    )
