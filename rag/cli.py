@@ -6,6 +6,7 @@ Each subcommand is a thin shell over a package function, so notebooks and tests 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 
@@ -65,6 +66,17 @@ def _cmd_scifact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train_ict(args: argparse.Namespace) -> int:
+    from rag.ict import ICTSettings, train_on_corpus
+
+    settings = ICTSettings(
+        n_examples=args.examples, negatives=args.negatives, epochs=args.epochs, seed=args.seed
+    )
+    rec = train_on_corpus(settings, max_papers=args.max_papers)
+    print(json.dumps(rec, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rag", description="arXiv RAG Lab command line")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -104,6 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
     sf.add_argument("embedders", nargs="*", default=["minilm"])
     sf.set_defaults(func=_cmd_scifact)
     sub.add_parser("ingest", help="fetch + parse the pinned corpus (rag ingest --help)")
+    t = sub.add_parser(
+        "train-ict",
+        help="train the offline ICT cross-encoder reranker on the corpus (no labels; ~20-30 min)",
+    )
+    t.add_argument("--examples", type=int, default=3000, help="training groups (default 3000)")
+    t.add_argument("--negatives", type=int, default=3, help="negatives per group (default 3)")
+    t.add_argument("--epochs", type=int, default=1)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--max-papers", type=int, default=0, help="first N papers (0: all)")
+    t.set_defaults(func=_cmd_train_ict)
     return p
 
 

@@ -35,13 +35,18 @@ METRICS = ("ndcg@10", "recall@5", "recall@10", "recall@20", "recall@100", "mrr@1
 
 def load_reranker(name: str) -> Any:
     """A reranker by name: embedder names joined by ``+`` (bi-encoder re-scoring, z-score ensemble)
-    such as ``"e5-small"`` or ``"minilm+e5-small"``, or ``"cross-encoder:<path or id>"`` for a
+    such as ``"e5-small"`` or ``"minilm+e5-small"``, ``"ict-minilm"`` for the cross-encoder trained
+    here by ``rag train-ict`` (:mod:`rag.ict`), or ``"cross-encoder:<path or id>"`` for a
     sentence-transformers CrossEncoder whose weights are available locally."""
     from rag.embed import load_embedder
     from rag.rerank import CrossEncoderReranker, EmbedderReranker
 
     if name.startswith("cross-encoder:"):
         return CrossEncoderReranker(name.split(":", 1)[1])
+    if name == "ict-minilm":
+        from rag.ict import load_ict_reranker
+
+        return load_ict_reranker()
     parts = [p for p in name.split("+") if p]
     if not parts:
         raise ConfigError(

@@ -1,0 +1,160 @@
+"""ICT: examples drawn from the corpus without labels, a resumable trainer, a loadable reranker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rag.errors import ConfigError
+from rag.ict import ICTSettings, fingerprint, load_ict_reranker, make_examples, train
+from rag.types import Chunk
+
+TOPICS = {
+    "p1": [
+        "dense retrieval encodes passages with a bi encoder model",
+        "the bi encoder maps each passage to one vector for search",
+        "vectors are compared with the inner product at query time",
+        "training uses in batch negatives and a contrastive loss",
+    ],
+    "p2": [
+        "sparse retrieval scores documents with term statistics",
+        "bm25 weights each query term by inverse document frequency",
+        "document length normalisation uses the parameter b here",
+        "inverted indexes make sparse search fast on large corpora",
+    ],
+    "p3": [
+        "rerankers read the query and passage jointly in one model",
+        "a cross encoder attends across both texts at every layer",
+        "reranking is slow so it only sees a small candidate pool",
+        "distillation can transfer reranker scores into bi encoders",
+    ],
+}
+
+
+def _chunks():
+    out = []
+    for pid, sents in TOPICS.items():
+        for j in range(3):
+            rot = sents[j:] + sents[:j]
+            text = " ".join(s.capitalize() + "." for s in rot)
+            out.append(Chunk(f"{pid}-c{j}", pid, "fixed", text, "Method", 1, 1, 0, len(text), 40))
+    out.append(
+        Chunk(
+            "p1-ref",
+            "p1",
+            "fixed",
+            "Smith et al. 2020. A paper. Jones. Another.",
+            "References",
+            9,
+            9,
+            0,
+            40,
+            12,
+        )
+    )
+    return out
+
+
+def test_examples_are_drawn_from_the_corpus_with_negatives_from_other_papers():
+    chunks = _chunks()
+    by_id = {c.chunk_id: c for c in chunks}
+    s = ICTSettings(n_examples=20, negatives=2, remove_prob=1.0, seed=3)
+    ex = make_examples(chunks, s)
+    assert len(ex) == 20 and ex == make_examples(chunks, s), "deterministic for a seed"
+    for e in ex:
+        src = by_id[e.source_chunk]
+        assert src.section != "References", "reference lists are not pseudo-query sources"
+        assert e.query.rstrip(".").lower() in src.text.lower()
+        assert e.query not in e.positive, "remove_prob=1: the sentence is cut from its chunk"
+        assert len(e.negatives) == len(e.negative_chunks) == 2
+        assert len(set(e.negative_chunks)) == 2
+        assert all(by_id[n].paper_id != src.paper_id for n in e.negative_chunks)
+    kept = make_examples(chunks, s.model_copy(update={"remove_prob": 0.0}))
+    assert all(e.query in e.positive for e in kept)
+    assert make_examples(chunks, s.model_copy(update={"seed": 4})) != ex
+
+
+def test_examples_need_two_papers():
+    one = [c for c in _chunks() if c.paper_id == "p1"]
+    with pytest.raises(ConfigError, match="at least two papers"):
+        make_examples(one, ICTSettings(n_examples=2))
+
+
+@pytest.fixture()
+def tiny_base(tmp_path):
+    """A 2-layer, hidden-32 BERT with a WordPiece vocab of the test's words, saved like MiniLM."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    words = sorted({w for s in sum(TOPICS.values(), []) for w in s.split()})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *words]
+    d = tmp_path / "tiny-base"
+    d.mkdir()
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    transformers.BertTokenizerFast(vocab_file=str(d / "vocab.txt")).save_pretrained(d)
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    transformers.BertModel(cfg).save_pretrained(d)
+    return d
+
+
+def test_train_saves_a_cross_encoder_the_reranker_loads(tiny_base, tmp_path):
+    ex = make_examples(_chunks(), ICTSettings(n_examples=12, negatives=2))
+    s = ICTSettings(n_examples=12, negatives=2, batch_groups=4, max_length=64, lr=1e-3)
+    out = tmp_path / "ict"
+    rec = train(ex, out, s, base=tiny_base, show_progress=False)
+    assert rec["steps"] == 3 and rec["examples"] == 12
+    assert rec["fingerprint"] == fingerprint(ex, s, tiny_base.name)
+    assert json.loads((out / "ict.json").read_text()) == rec
+    assert not (out / "checkpoint.pt").exists()
+    rr = load_ict_reranker(out, max_length=64)
+    assert rr.name == f"cross-encoder[ict-minilm@{rec['fingerprint'][:8]}]"
+    scores = rr.score(ex[0].query, [ex[0].positive, *ex[0].negatives])
+    assert len(scores) == 3 and all(isinstance(x, float) for x in scores)
+    # same examples and settings: the saved model is reused, not retrained
+    again = train(ex, out, s, base=tiny_base, show_progress=False)
+    assert again == rec
+
+
+def test_training_resumes_from_its_checkpoint(tiny_base, tmp_path, monkeypatch):
+    import rag.ict as ict
+
+    ex = make_examples(_chunks(), ICTSettings(n_examples=20, negatives=2))
+    s = ICTSettings(n_examples=20, negatives=2, batch_groups=2, max_length=64, checkpoint_every=3)
+    out = tmp_path / "ict"
+    real = ict.tqdm
+
+    class Interrupting(real):
+        def update(self, n=1):
+            super().update(n)
+            if self.n == 5:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(ict, "tqdm", Interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        train(ex, out, s, base=tiny_base, show_progress=True)  # a disabled bar does not count
+    assert (out / "checkpoint.pt").exists() and not (out / "ict.json").exists()
+    monkeypatch.setattr(ict, "tqdm", real)
+    starts = []
+
+    class Recording(real):
+        def __init__(self, *a, **kw):
+            starts.append(kw.get("initial"))
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(ict, "tqdm", Recording)
+    rec = train(ex, out, s, base=tiny_base, show_progress=False)
+    assert starts == [3], "resumed at the last checkpoint (step 3), not from scratch"
+    assert rec["steps"] == 10 and not (out / "checkpoint.pt").exists()
+
+
+def test_missing_model_says_how_to_train(tmp_path):
+    with pytest.raises(ConfigError, match="make ict"):
+        load_ict_reranker(tmp_path / "nothing")
