@@ -5,7 +5,8 @@ packaged all-MiniLM-L6-v2 encoder on self-supervised pairs from the corpus itsel
 Cloze Task of Lee et al., "Latent Retrieval for Weakly Supervised Open Domain Question Answering"
 (ORQA), 2019, also used to pre-train REALM):
 
-* pseudo-query: one sentence of a chunk (6-40 words, mostly letters);
+* pseudo-query: one inner sentence of a chunk (not its first or last, which the window may have
+  cut; 6-40 words, sentence-final punctuation, no table/figure caption, mostly letters);
 * positive: that chunk with the sentence removed (kept in ``1 - remove_prob`` of the examples, so
   the model also learns that word overlap matters, as ORQA does);
 * negatives: chunks of *other* papers that BM25 ranks high for the sentence (hard) plus one
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 #: Sections whose chunks are not prose worth asking about.
 _SKIP_SECTION = re.compile(r"reference|bibliograph|acknowledg|appendix", re.I)
 #: Bump when the example recipe or the training loop changes what a model learns.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 
 class ICTSettings(BaseModel):
@@ -89,9 +90,15 @@ def _sentences(text: str) -> list[str]:
     return split_sentences(text)
 
 
+_CAPTION = re.compile(r"^(table|figure|fig\.|algorithm|listing)\s*\d", re.I)
+
+
 def _usable(sentence: str, s: ICTSettings) -> bool:
+    """A prose sentence: 6-40 words, ends like a sentence, no caption, mostly letters."""
     words = sentence.split()
     if not s.min_words <= len(words) <= s.max_words:
+        return False
+    if not sentence.rstrip().endswith((".", "?", "!")) or _CAPTION.match(sentence.strip()):
         return False
     letters = sum(ch.isalpha() for ch in sentence)
     return letters >= 0.7 * len(sentence.replace(" ", ""))
@@ -123,7 +130,8 @@ def make_examples(
     candidates: list[tuple[Chunk, list[str], int]] = []
     for c in sorted(pool, key=lambda c: c.chunk_id):
         sents = _sentences(c.text)
-        usable = [i for i, x in enumerate(sents) if _usable(x, s)]
+        # the first and last sentence of a window are often cut by the chunk boundary
+        usable = [i for i, x in enumerate(sents[1:-1], start=1) if _usable(x, s)]
         if len(sents) >= 3 and usable:
             candidates.append((c, sents, rng.choice(usable)))
     if not candidates:

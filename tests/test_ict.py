@@ -158,3 +158,15 @@ def test_training_resumes_from_its_checkpoint(tiny_base, tmp_path, monkeypatch):
 def test_missing_model_says_how_to_train(tmp_path):
     with pytest.raises(ConfigError, match="make ict"):
         load_ict_reranker(tmp_path / "nothing")
+
+
+def test_boundary_sentences_and_captions_are_not_pseudo_queries():
+    text = (
+        "cut at the window start so it is a fragment of some longer sentence. "
+        "Table 3: Results of every model on the test set in our study. "
+        "Figure 2 shows the architecture of the retrieval model used here. "
+        "A final sentence that the next window cuts in the middle of"
+    )
+    chunks = [Chunk(f"{p}-c", p, "fixed", text, "Results", 1, 1, 0, len(text), 60) for p in "ab"]
+    with pytest.raises(ConfigError, match="usable pseudo-query"):
+        make_examples(chunks, ICTSettings(n_examples=2))
