@@ -5,7 +5,7 @@ PROFILE ?= default
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup report test test-slow bench ict lab lint check-params clean-smoke
+.PHONY: setup report test test-slow bench bench-rerank ict lab lint check-params clean-smoke
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,6 +25,9 @@ test-slow: setup  ## real corpus / real models: the slow tier
 
 bench: setup  ## throughput and latency benchmarks (not tests)
 	$(BIN)/rag bench
+
+bench-rerank: setup  ## offline rerankers vs hybrid on SciFact + corpus gold, with CIs (slow: e5 ~4 passages/s, cached)
+	$(BIN)/python -m rag.bench_rerank
 
 ict: setup  ## train the offline ICT cross-encoder reranker from MiniLM (no labels; ~20-30 min); use with -p reranker ict-minilm
 	$(BIN)/rag train-ict

@@ -56,10 +56,16 @@ def load_reranker(name: str) -> Any:
 
 
 def build_retrievers(
-    names: Sequence[str], components: Components, settings: RetrievalSettings
+    names: Sequence[str],
+    components: Components,
+    settings: RetrievalSettings,
+    *,
+    extra_rerankers: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Retriever], dict[str, str]]:
     """Build the named retrievers; those whose components are missing are returned as skipped
-    ``{name: reason}`` (e.g. HyDE with no LLM) so the report can say so instead of dropping them."""
+    ``{name: reason}`` (e.g. HyDE with no LLM) so the report can say so instead of dropping them.
+    ``extra_rerankers`` (from :func:`load_rerankers`) add ``rerank:<name>`` rows over the same
+    hybrid pool (see :func:`rerank_rows`)."""
     built: dict[str, Retriever] = {}
     skipped: dict[str, str] = {}
     for name in names:
@@ -67,7 +73,36 @@ def build_retrievers(
             built[name] = build_retriever(name, components, settings)
         except ConfigError as e:
             skipped[name] = str(e)
+    built.update(rerank_rows(extra_rerankers or {}, components, settings))
     return built, skipped
+
+
+def load_rerankers(names: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Load each named reranker once; those that cannot load are returned as ``{name: reason}``."""
+    loaded: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    for name in names:
+        try:
+            loaded[name] = load_reranker(name)
+        except ConfigError as e:
+            skipped[f"rerank:{name}"] = str(e)
+    return loaded, skipped
+
+
+def rerank_rows(
+    rerankers: Mapping[str, Any], components: Components, settings: RetrievalSettings
+) -> dict[str, Retriever]:
+    """Extra rows ``rerank:<name>``: the same hybrid pool (``settings.rerank_pool``) re-scored by
+    each reranker, so alternatives are graded exactly like the main ``rerank`` row."""
+    from rag.retrieve import RerankRetriever
+
+    if not rerankers:
+        return {}
+    hybrid = build_retriever("hybrid", components, settings)
+    return {
+        f"rerank:{name}": RerankRetriever(hybrid, rr, pool=settings.rerank_pool)
+        for name, rr in rerankers.items()
+    }
 
 
 @dataclass

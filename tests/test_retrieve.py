@@ -529,3 +529,20 @@ def test_rerank_rescores_only_the_pool_and_keeps_the_first_stage_tail(parts):
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     with pytest.raises(ConfigError, match="pool must be >= 1, got 0"):
         RerankRetriever(first, rr, pool=0)
+
+
+def test_extra_rerank_rows_share_the_hybrid_pool(parts):
+    from rag.compare import load_rerankers, rerank_rows
+
+    store, emb, di, bm = parts
+    comps = Components(store, embedder=emb, dense_index=di, bm25_index=bm)
+    settings = RetrievalSettings(k=5, rerank_pool=6)
+    loaded, skipped = load_rerankers(["cross-encoder:/no/such/model", ""])
+    assert loaded == {} and set(skipped) == {"rerank:cross-encoder:/no/such/model", "rerank:"}
+    assert "not available locally" in skipped["rerank:cross-encoder:/no/such/model"]
+    rr = RecordingReranker(store)
+    rows = rerank_rows({"prefers-p4": rr}, comps, settings)
+    assert list(rows) == ["rerank:prefers-p4"]
+    hits = rows["rerank:prefers-p4"].retrieve("dense retrieval", 5)
+    assert rr.seen == [6] and len(hits) == 5
+    assert rerank_rows({}, comps, settings) == {}
