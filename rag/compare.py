@@ -37,10 +37,16 @@ def load_reranker(name: str) -> Any:
     """A reranker by name: embedder names joined by ``+`` (bi-encoder re-scoring, z-score ensemble)
     such as ``"e5-small"`` or ``"minilm+e5-small"``, ``"ict-minilm"`` for the cross-encoder trained
     here by ``rag train-ict`` (:mod:`rag.ict`), or ``"cross-encoder:<path or id>"`` for a
-    sentence-transformers CrossEncoder whose weights are available locally."""
+    sentence-transformers CrossEncoder whose weights are available locally. The prefix ``"fuse:"``
+    (e.g. ``"fuse:minilm+e5-small"``) fuses that reranker's order with the first stage's by RRF
+    (:class:`~rag.rerank.FirstStageFusion`)."""
     from rag.embed import load_embedder
     from rag.rerank import CrossEncoderReranker, EmbedderReranker
 
+    if name.startswith("fuse:"):
+        from rag.rerank import FirstStageFusion
+
+        return FirstStageFusion(load_reranker(name.split(":", 1)[1]))
     if name.startswith("cross-encoder:"):
         return CrossEncoderReranker(name.split(":", 1)[1])
     if name == "ict-minilm":

@@ -170,3 +170,36 @@ class EmbedderReranker:
             cos = np.where(sd > 0, (cos - mu) / np.where(sd > 0, sd, 1.0), 0.0)
         combined = (self.weights[:, None] * cos).sum(axis=0) / self.weights.sum()
         return [float(x) for x in combined]
+
+
+class FirstStageFusion:
+    """Reciprocal Rank Fusion of the first stage's order with an inner reranker's order.
+
+    A reranker that is not clearly stronger than the first stage (every offline one here: see
+    ``make bench-rerank``) throws away the first stage's evidence when it replaces the order
+    outright; fusing the two orders keeps both (the same :func:`rag.fuse.rrf`, k=60, as every fusion
+    in the project). Relies on the :class:`rag.retrieve.RerankRetriever` contract: ``texts`` arrive
+    in first-stage rank order.
+    """
+
+    def __init__(self, inner: Reranker, *, k: int | None = None) -> None:
+        from rag.fuse import DEFAULT_K
+
+        self.inner = inner
+        self.k = DEFAULT_K if k is None else k
+        self.name = f"rrf[first-stage+{inner.name}]"
+
+    def score(self, query: str, texts: list[str]) -> list[float]:
+        from rag.fuse import rrf
+
+        if not texts:
+            return []
+        inner = list(self.inner.score(query, texts))
+        if len(inner) != len(texts):
+            raise RetrievalError(
+                f"reranker {self.inner.name!r} returned {len(inner)} scores for {len(texts)} texts"
+            )
+        width = len(str(len(texts)))
+        ids = [str(i).zfill(width) for i in range(len(texts))]  # id order = first-stage order
+        fused = rrf([ids, dict(zip(ids, inner, strict=True))], k=self.k)
+        return [fused[i] for i in ids]

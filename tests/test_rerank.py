@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from rag.errors import ConfigError
+from rag.errors import ConfigError, RetrievalError
 from rag.rerank import CrossEncoderReranker, EmbedderReranker, Reranker
 
 WORDS = "dense sparse retrieval bm25 passage query rerank fusion model paper the a of is".split()
@@ -183,3 +183,38 @@ def test_scifact_hybrid_and_rerank_sanity(shared_dir):
     assert res["systems"]["rerank:minilm"]["label"] == "rerank[embed[all-MiniLM-L6-v2]]"
     assert 0.9 < res["pool_recall@50"] <= 1.0
     assert res["systems"]["dense"]["vs_hybrid"]["diff"] < 0
+
+
+class _Fixed:
+    name = "fixed"
+
+    def __init__(self, scores):
+        self.scores = scores
+
+    def score(self, query, texts):
+        return self.scores[: len(texts)]
+
+
+def test_first_stage_fusion_is_rrf_of_the_two_orders():
+    from rag.rerank import FirstStageFusion
+
+    agree = FirstStageFusion(_Fixed([3.0, 2.0, 1.0]))
+    s = agree.score("q", ["a", "b", "c"])
+    assert s == pytest.approx([2 / 61, 2 / 62, 2 / 63])
+    assert agree.name == "rrf[first-stage+fixed]"
+    rev = FirstStageFusion(_Fixed([1.0, 2.0, 3.0])).score("q", ["a", "b", "c"])
+    assert rev == pytest.approx([1 / 61 + 1 / 63, 2 / 62, 1 / 63 + 1 / 61])
+    assert rev[0] > rev[1] < rev[2]
+    # twelve texts: ids are zero-padded, so "10" does not sort before "2"
+    many = FirstStageFusion(_Fixed([0.0] * 12), k=1).score("q", [str(i) for i in range(12)])
+    assert many == sorted(many, reverse=True)
+    assert FirstStageFusion(_Fixed([])).score("q", []) == []
+    with pytest.raises(RetrievalError, match="returned 1 scores for 2 texts"):
+        FirstStageFusion(_Fixed([1.0])).score("q", ["a", "b"])
+
+
+def test_fuse_prefix_wraps_any_reranker(tmp_path):
+    from rag.compare import load_reranker
+
+    with pytest.raises(ConfigError, match="not available locally"):
+        load_reranker(f"fuse:cross-encoder:{tmp_path / 'none'}")
