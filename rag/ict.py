@@ -210,11 +210,13 @@ def train(
     if not examples:
         raise ConfigError("train: no ICT examples")
     if base is None:
-        from rag.embed import minilm_path
+        from rag.embed import MINILM_ID, minilm_path
 
-        base = minilm_path()
+        base, label = minilm_path(), MINILM_ID
+    else:
+        label = Path(str(base)).name
     out = Path(out_dir) if out_dir else default_model_dir()
-    fp = fingerprint(examples, s, Path(str(base)).name)
+    fp = fingerprint(examples, s, label)
     record_path = out / "ict.json"
     if record_path.exists():
         rec = json.loads(record_path.read_text())
@@ -295,7 +297,7 @@ def train(
     rec = {
         "fingerprint": fp,
         "recipe_version": RECIPE_VERSION,
-        "base": Path(str(base)).name,
+        "base": label,
         "settings": s.model_dump(),
         "examples": len(examples),
         "steps": total,
