@@ -16,8 +16,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from rag.errors import ConfigError
-
 log = logging.getLogger(__name__)
 
 #: Rerankers compared by default: embedder names joined by "+" form a z-score ensemble;
@@ -83,19 +81,14 @@ def compare_rerankers(
     Returns:
         ``{dataset: {"n", "pool_recall@{pool}", "systems": {name: {"label", "ndcg@10": {mean,
         ci_low, ci_high}, "mrr@10", "recall@10", "p50_ms", "vs_hybrid": {diff, ci_low, ci_high,
-        p_adjusted, significant}}}, "not_run": {reranker: reason}}}``.
+        p_adjusted, significant}}}, "not_run": {"rerank:<name>": reason}}}``.
     """
-    from rag.compare import grade, load_reranker, run_all
+    from rag.compare import grade, load_rerankers, run_all
     from rag.retrieve import Components, RerankRetriever, RetrievalSettings, build_retriever
 
-    loaded: dict[str, Any] = {}
-    not_run: dict[str, str] = {}
-    for spec in rerankers:
-        try:
-            loaded[spec] = load_reranker(spec)
-        except ConfigError as e:
-            not_run[spec] = str(e)
-            log.warning("reranker %s not run: %s", spec, e)
+    loaded, not_run = load_rerankers(rerankers)
+    for name, why in not_run.items():
+        log.warning("%s not run: %s", name, why)
     out: dict[str, Any] = {"pool": pool, "not_run": not_run}
     for ds in datasets:
         ix, queries, qrels = _scifact(scifact_max_queries) if ds == "scifact" else _corpus_gold()

@@ -9,6 +9,7 @@ import pytest
 from rag.errors import ConfigError
 from rag.ict import ICTSettings, fingerprint, load_ict_reranker, make_examples, train
 from rag.types import Chunk
+from tests.conftest import build_tiny_bert
 
 TOPICS = {
     "p1": [
@@ -83,26 +84,11 @@ def test_examples_need_two_papers():
 
 @pytest.fixture()
 def tiny_base(tmp_path):
-    """A 2-layer, hidden-32 BERT with a WordPiece vocab of the test's words, saved like MiniLM."""
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
-    words = sorted({w for s in sum(TOPICS.values(), []) for w in s.split()})
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *words]
-    d = tmp_path / "tiny-base"
-    d.mkdir()
-    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    transformers.BertTokenizerFast(vocab_file=str(d / "vocab.txt")).save_pretrained(d)
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    transformers.BertModel(cfg).save_pretrained(d)
-    return d
+    """A 2-layer, hidden-32 BERT encoder with a WordPiece vocab of the test's words, saved like
+    MiniLM (no classification head: training adds a fresh one)."""
+    words = [".", *sorted({w for s in sum(TOPICS.values(), []) for w in s.split()})]
+    build_tiny_bert(tmp_path / "tiny-base", words, classifier=False, max_positions=128)
+    return tmp_path / "tiny-base"
 
 
 def test_train_saves_a_cross_encoder_the_reranker_loads(tiny_base, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 
 from rag.errors import ConfigError, RetrievalError
 from rag.rerank import CrossEncoderReranker, EmbedderReranker, Reranker
+from tests.conftest import build_tiny_bert
 
 WORDS = "dense sparse retrieval bm25 passage query rerank fusion model paper the a of is".split()
 
@@ -16,25 +17,8 @@ WORDS = "dense sparse retrieval bm25 passage query rerank fusion model paper the
 @pytest.fixture(scope="module")
 def tiny_cross_encoder(tmp_path_factory):
     """A 2-layer, hidden-32 BERT sequence classifier with a 20-token WordPiece vocab, on disk."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
     d = tmp_path_factory.mktemp("tiny-ce")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
-    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tok = transformers.BertTokenizerFast(vocab_file=str(d / "vocab.txt"), do_lower_case=True)
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-        num_labels=1,
-    )
-    model = transformers.BertForSequenceClassification(config).eval()
-    model.save_pretrained(d)
-    tok.save_pretrained(d)
+    model, tok = build_tiny_bert(d, WORDS, classifier=True)
     return d, model, tok
 
 
