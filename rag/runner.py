@@ -238,7 +238,10 @@ def _write_run_json(
         "profile": profile,
         "started_utc": started,
         "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        # the report's own files under outputs/ do not make the code that produced it dirty
+        "git_dirty": bool(
+            _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)outputs")
+        ),
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
         "cpu_count": os.cpu_count(),
