@@ -27,7 +27,7 @@ bench: setup  ## throughput and latency benchmarks (not tests)
 	$(BIN)/rag bench
 
 bench-rerank: setup  ## offline rerankers vs hybrid on SciFact + corpus gold, with CIs (slow: e5 ~4 passages/s, cached)
-	$(BIN)/python -m rag.bench_rerank
+	$(BIN)/python -m rag.bench.rerank
 
 ict: setup  ## train the offline ICT cross-encoder reranker from MiniLM (no labels; ~20-30 min); use with -p reranker ict-minilm
 	$(BIN)/rag train-ict

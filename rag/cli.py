@@ -14,7 +14,7 @@ from rag.errors import RagError
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from rag.runner import run_report
+    from rag.report.runner import run_report
 
     run_report(args.profile, only=args.only or None, strict=args.strict)
     print(f"report: outputs/{args.profile}/index.html")
@@ -22,7 +22,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_params(args: argparse.Namespace) -> int:
-    from rag import profiles
+    from rag.report import profiles
 
     names = args.profiles or profiles.list_profiles()
     for name in names:
@@ -35,7 +35,7 @@ def _cmd_check_params(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from rag.bench import run_benchmarks
+    from rag.bench.run import run_benchmarks
 
     run_benchmarks(args.stages or None)
     return 0
@@ -60,14 +60,14 @@ def _cmd_cost(args: argparse.Namespace) -> int:
 
 
 def _cmd_scifact(args: argparse.Namespace) -> int:
-    from rag import scifact
+    from rag.evaluation import scifact
 
     scifact.print_table(scifact.reproduce(tuple(args.embedders)))
     return 0
 
 
 def _cmd_train_ict(args: argparse.Namespace) -> int:
-    from rag.ict import ICTSettings, train_on_corpus
+    from rag.retrieval.ict import ICTSettings, train_on_corpus
 
     settings = ICTSettings(
         n_examples=args.examples, negatives=args.negatives, epochs=args.epochs, seed=args.seed
@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["ingest"]:  # the ingest stage owns its options
-        from rag.ingest import main as ingest_main
+        from rag.corpus.ingest import main as ingest_main
 
         return ingest_main(argv[1:])
     parser = build_parser()

@@ -1,7 +1,7 @@
 """Records shared by the stages: parsed blocks, chunks and retrieval hits.
 
 These are the contracts between modules; each stage's own settings live in its module.
-IR data (queries, qrels, runs) are plain dicts, see :mod:`rag.evaluate`:
+IR data (queries, qrels, runs) are plain dicts, see :mod:`rag.evaluation.metrics`:
 ``queries: {qid: text}``, ``qrels: {qid: {doc_id: grade}}``, ``runs: {qid: {doc_id: score}}``.
 """
 
@@ -68,7 +68,7 @@ class Chunk:
     """A retrievable unit of text.
 
     ``chunk_id`` is a stable hash of (paper id, strategy, parameters, offsets); ``char_start`` and
-    ``char_end`` index into the paper's chunkable text as built by :func:`rag.chunk.paper_text`.
+    ``char_end`` index into the paper's chunkable text as built by :func:`rag.text.chunk.paper_text`.
     """
 
     chunk_id: str

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rag.answer_metrics import (
+from rag.answer.generate import REFUSAL, Answer
+from rag.errors import EvaluationError
+from rag.evaluation.answers import (
     answer_f1,
     answer_quality,
     boolean_accuracy,
@@ -14,9 +16,7 @@ from rag.answer_metrics import (
     token_f1,
     yes_no,
 )
-from rag.errors import EvaluationError
-from rag.generate import REFUSAL, Answer
-from rag.gold import Evidence, GoldItem
+from rag.evaluation.gold import Evidence, GoldItem
 
 EV = [Evidence(arxiv_id="x", page=1, quote="q")]
 

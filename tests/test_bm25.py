@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from rag.bm25 import (
+from rag.errors import ConfigError, IndexBuildError, RetrievalError
+from rag.index.bm25 import (
     BM25Index,
     Tokenizer,
     TokenizerSettings,
     load_or_build,
 )
-from rag.errors import ConfigError, IndexBuildError, RetrievalError
 
 # Tokenizer "none" stopwords keeps the hand derivation simple.
 RAW = TokenizerSettings(stopwords="none", drop_question_words=False)

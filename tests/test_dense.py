@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rag.dense import DenseIndex, DenseSettings, load_or_build
 from rag.errors import IndexBuildError, RetrievalError
+from rag.index.dense import DenseIndex, DenseSettings, load_or_build
 
 
 def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:

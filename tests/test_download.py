@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 import requests
 
-from rag.arxiv_client import (
+from rag.corpus.arxiv_client import (
     ArxivClient,
     ArxivUnreachable,
     ClientSettings,
@@ -16,8 +16,8 @@ from rag.arxiv_client import (
     looks_like_pdf,
     parse_retry_after,
 )
+from rag.corpus.manifest import Paper
 from rag.errors import DownloadError
-from rag.manifest import Paper
 from tests.fakearxiv import Entry, FakeArxiv, closed_port, make_pdf
 
 PAPER = Paper(arxiv_id="2401.00001", version="v2", title="T", primary_category="cs.IR")

@@ -7,8 +7,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from rag.embed import E5Embedder, Embedder, cache_path, embed_texts, load_embedder
 from rag.errors import IndexBuildError
+from rag.index.embed import E5Embedder, Embedder, load_embedder
+from rag.index.embed_cache import cache_path, embed_texts
 
 
 class CountingEmbedder:

@@ -10,17 +10,17 @@ import pytest
 import ranx
 
 from rag.errors import EvaluationError
-from rag.evaluate import (
+from rag.evaluation.metrics import (
     category_precision_at_k,
     compare_runs,
     evaluate_by_group,
     evaluate_run,
-    latency_summary,
     per_query_scores,
     pool_recall,
     pretty_metric,
     wins_losses,
 )
+from rag.ir import latency_summary
 
 LOG2_3 = math.log2(3)
 
@@ -181,8 +181,13 @@ def test_latency_summary_percentiles_by_hand():
     assert s["p95"] == pytest.approx(95.05)
     assert s["n"] == 100 and s["max"] == 100.0
     assert latency_summary({"q1": 3.0, "q2": 5.0})["mean"] == 4.0
-    with pytest.raises(EvaluationError):
-        latency_summary([])
+    # no latencies is undefined, not 0 ms: NaN statistics and n = 0
+    empty = latency_summary([])
+    assert empty["n"] == 0 and all(math.isnan(empty[k]) for k in ("p50", "p95", "mean", "max"))
+    with pytest.raises(EvaluationError, match="non-negative"):
+        latency_summary([1.0, -2.0])
+    with pytest.raises(EvaluationError, match="finite"):
+        latency_summary([float("nan")])
 
 
 def test_evaluate_by_group_splits_scored_questions():

@@ -7,17 +7,16 @@ import json
 import pytest
 
 from rag.errors import GoldError
-from rag.evidence import (
+from rag.evaluation.evidence import (
     EvidenceItem,
     best_score,
-    clean_qasper,
     contains,
     evidence_found,
-    load_gold_evidence,
-    load_qasper_evidence,
     locate,
     summarize_found,
 )
+from rag.evaluation.gold import evidence_items, load_gold
+from rag.evaluation.qasper import load_qasper, qasper_evidence_items
 from rag.types import Block, ParsedPaper
 
 TEXT = "Intro. We use a hashing function that maps n-grams to integers in 1 to K. Then more."
@@ -80,11 +79,6 @@ def test_long_text_search_finds_the_right_window():
     assert m is not None and text[m.start : m.end].startswith("the needle sentence")
 
 
-def test_clean_qasper_strips_markup():
-    raw = "FLOAT SELECTED: Table 1 reports $\\kappa =0.61$ as in BIBREF12 , see TABREF3."
-    assert clean_qasper(raw) == "Table 1 reports   as in   , see  ."
-
-
 def _paper() -> ParsedPaper:
     blocks = [
         Block(1, "header_footer", "", "Running header"),
@@ -120,32 +114,26 @@ def test_failed_parse_counts_as_miss():
     assert not df["found"][0] and df["kind"][0] == "parse corrupt"
 
 
-def test_loaders(tmp_path):
+def test_evidence_items_come_from_the_validated_gold_loaders(tmp_path):
     gold = tmp_path / "gold.jsonl"
-    gold.write_text(
-        json.dumps({"qid": "a", "evidence": [{"arxiv_id": "1", "page": 3, "quote": "q1"}]})
-        + "\n\n"
-        + json.dumps({"qid": "b", "evidence": []})
-        + "\n"
-    )
-    assert load_gold_evidence(gold) == [EvidenceItem("gold", "a", "1", "q1", 3)]
+    row = {
+        "qid": "a", "question": "q?", "answerable": True, "answer": "x",
+        "answer_type": "extractive", "kind": "single-paper", "papers": ["1"],
+        "evidence": [{"arxiv_id": "1", "page": 3, "quote": "q1"}], "names_method": False,
+    }  # fmt: skip
+    gold.write_text(json.dumps(row) + "\n\n")
+    assert evidence_items(load_gold(gold)) == [EvidenceItem("gold", "a", "1", "q1", 3)]
     qasper = tmp_path / "q.jsonl"
-    row = {"qid": "x", "arxiv_id": "2", "evidence": [["p BIBREF1", "p2"], ["p BIBREF1"], []]}
-    qasper.write_text(json.dumps(row) + "\n")
-    assert [i.quote for i in load_qasper_evidence(qasper)] == ["p  ", "p2"]
-    gold.write_text('{"qid": "a", "evidence": [{"page": 1}]}\n')
-    with pytest.raises(GoldError, match="malformed"):
-        load_gold_evidence(gold)
+    q = {"qid": "x", "arxiv_id": "2", "question": "?", "answers": [],
+         "evidence": [["p BIBREF1", "p2"], ["p BIBREF1"], []]}  # fmt: skip
+    qasper.write_text(json.dumps(q) + "\n")
+    # one cleaner (gold.clean_qasper), paragraphs de-duplicated across annotators
+    assert [i.quote for i in qasper_evidence_items(load_qasper(qasper))] == ["p", "p2"]
+    gold.write_text(json.dumps({**row, "evidence": [{"page": 1}]}) + "\n")
+    with pytest.raises(GoldError, match=r"line 1 \(qid 'a'\): field 'evidence.0.arxiv_id'"):
+        load_gold(gold)
     gold.write_text("{not json\n")
-    with pytest.raises(GoldError, match=":1"):
-        load_gold_evidence(gold)
+    with pytest.raises(GoldError, match="line 1: not valid JSON"):
+        load_gold(gold)
     with pytest.raises(GoldError, match="cannot read"):
-        load_gold_evidence(tmp_path / "absent.jsonl")
-
-
-def test_word_filter_rejects_long_quotes_with_few_shared_words():
-    # 6 long words, only 3 in the text: 0.5 < 0.9 - 0.25, rejected before any alignment although
-    # the characters alone would align well; with 5 of 6 shared (0.83) it goes on to align.
-    text = "alpha bravo charlie delta echoes foxtrot"
-    assert not contains("alpha bravo charlie deltx echox foxtrox", text)
-    assert contains("alpha bravo charlie delta echoes foxtrox", text)
+        load_gold(tmp_path / "absent.jsonl")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rag.errors import ConfigError
-from rag.fuse import ranked_ids, rrf, rrf_runs
+from rag.retrieval.fuse import ranked_ids, rrf, rrf_runs
 
 
 def test_rrf_hand_derived_values_and_tie_order():

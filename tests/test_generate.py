@@ -10,20 +10,18 @@ import numpy as np
 import pytest
 from pydantic import SecretStr
 
-from rag.claims import is_refusal, parse_answer
-from rag.errors import ConfigError
-from rag.generate import (
+from rag.answer.claims import is_refusal, parse_answer
+from rag.answer.context import Context, assemble_context, edge_positions
+from rag.answer.generate import (
     PROMPT_VERSION,
     REFUSAL,
-    Context,
     ExtractiveAnswerer,
     ExtractiveSettings,
     LLMAnswerer,
     answer_all,
-    assemble_context,
     build_messages,
-    edge_positions,
 )
+from rag.errors import ConfigError
 from rag.llm.cache import CompletionCache
 from rag.llm.factory import make_chat_model
 from rag.llm.meter import CostMeter

@@ -7,21 +7,18 @@ import re
 
 import pytest
 
-from rag.errors import GoldError
-from rag.gold import (
+from rag.errors import EvaluationError, GoldError
+from rag.evaluation.gold import (
     chunk_qrels,
-    clean_qasper_paragraph,
     expected_categories,
     gold_queries,
     gold_summary,
     load_gold,
-    load_qasper,
     paper_qrels,
-    qasper_chunk_qrels,
-    qasper_queries,
     question_groups,
-    to_paper_run,
 )
+from rag.evaluation.qasper import clean_qasper, load_qasper, qasper_chunk_qrels, qasper_queries
+from rag.ir import paper_run
 from rag.types import Chunk
 
 
@@ -209,7 +206,8 @@ def test_chunk_qrels_pass_threshold_to_contains_fn():
 
 
 def test_chunk_qrels_with_the_project_fuzzy_matcher():
-    evidence = pytest.importorskip("rag.evidence")
+    from rag.evaluation import evidence
+
     # PDF text joins a hyphenated line break and writes a ligature differently from the quote.
     chunks = [
         _chunk("c1", P1, "we use a hashing func- tion that maps n-grams to integers in 1 to K")
@@ -232,7 +230,7 @@ def test_chunk_qrels_with_the_project_fuzzy_matcher():
 
 
 def load_items(*rows: dict):
-    from rag.gold import GoldItem
+    from rag.evaluation.gold import GoldItem
 
     return [GoldItem.model_validate(r) for r in rows]
 
@@ -240,9 +238,9 @@ def load_items(*rows: dict):
 def test_to_paper_run_keeps_best_chunk_per_paper():
     run = {"q1": {"c1": 0.2, "c3": 0.9, "c4": 0.5}, "q2": {}}
     c2p = {"c1": P1, "c3": P1, "c4": P2}
-    assert to_paper_run(run, c2p) == {"q1": {P1: 0.9, P2: 0.5}, "q2": {}}
-    with pytest.raises(GoldError, match="'zz'"):
-        to_paper_run({"q1": {"zz": 1.0}}, c2p)
+    assert paper_run(run, c2p) == {"q1": {P1: 0.9, P2: 0.5}, "q2": {}}
+    with pytest.raises(EvaluationError, match="'zz'"):
+        paper_run({"q1": {"zz": 1.0}}, c2p)
 
 
 def test_expected_categories_majority_then_alphabetical():
@@ -257,7 +255,7 @@ def test_expected_categories_majority_then_alphabetical():
 
 def test_clean_qasper_paragraph_strips_placeholders_and_latex():
     raw = "We use BERT BIBREF3 , see Table TABREF19 and $\\alpha $ = 0.1 ( BIBREF4 ) ."
-    assert clean_qasper_paragraph(raw) == "We use BERT, see Table and = 0.1."
+    assert clean_qasper(raw) == "We use BERT, see Table and = 0.1."
 
 
 def _qasper(qid: str, paper: str, evidence: list[list[str]]) -> dict:
@@ -317,9 +315,9 @@ def test_shared_gold_and_qasper_load(shared_dir):
 @pytest.mark.slow
 def test_shared_gold_quotes_land_in_real_chunks(shared_dir):
     """Real corpus: nearly every gold quote is found in a default chunk of its paper."""
-    from rag.chunk import chunk_corpus
-    from rag.evidence import contains
-    from rag.parse import ParseSettings, load_parsed
+    from rag.corpus.parse import ParseSettings, load_parsed
+    from rag.evaluation.evidence import contains
+    from rag.text.chunk_cache import chunk_corpus
 
     manifest = [
         json.loads(line)

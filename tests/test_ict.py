@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rag.errors import ConfigError
-from rag.ict import ICTSettings, fingerprint, load_ict_reranker, make_examples, train
+from rag.retrieval.ict import ICTSettings, fingerprint, load_ict_reranker, make_examples, train
 from rag.types import Chunk
 from tests.conftest import build_tiny_bert
 
@@ -110,7 +110,7 @@ def test_train_saves_a_cross_encoder_the_reranker_loads(tiny_base, tmp_path):
 
 
 def test_training_resumes_from_its_checkpoint(tiny_base, tmp_path, monkeypatch):
-    import rag.ict as ict
+    import rag.retrieval.ict as ict
 
     ex = make_examples(_chunks(), ICTSettings(n_examples=20, negatives=2))
     s = ICTSettings(n_examples=20, negatives=2, batch_groups=2, max_length=64, checkpoint_every=3)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from rag.arxiv_client import ClientSettings
+from rag.corpus.arxiv_client import ClientSettings
+from rag.corpus.ingest import IngestSettings, ingest
+from rag.corpus.manifest import Paper, write_manifest
 from rag.errors import DownloadError
-from rag.ingest import IngestSettings, ingest
-from rag.manifest import Paper, write_manifest
 from rag.types import ParsedPaper
 from tests.fakearxiv import FakeArxiv, closed_port, make_pdf
 
@@ -240,7 +240,7 @@ def _run_cli(fake, tmp_path, manifest, **popen):
     cmd = [
         sys.executable,
         "-m",
-        "rag.ingest",
+        "rag.corpus.ingest",
         "--manifest",
         str(manifest),
         "--no-parse",
@@ -309,8 +309,8 @@ def test_killed_ingest_resumes_without_loss_duplicates_or_truncation(tmp_path):
 
 
 def test_cli_bootstrap_writes_an_unobserved_manifest(tmp_path, capsys, monkeypatch):
-    from rag.ingest import main
-    from rag.manifest import load_manifest
+    from rag.corpus.ingest import main
+    from rag.corpus.manifest import load_manifest
     from tests.fakearxiv import Entry
 
     entries = [
@@ -333,14 +333,14 @@ def test_cli_bootstrap_writes_an_unobserved_manifest(tmp_path, capsys, monkeypat
 
 
 def test_cli_missing_manifest_is_a_clear_error(tmp_path, capsys):
-    from rag.ingest import main
+    from rag.corpus.ingest import main
 
     assert main(["--manifest", str(tmp_path / "none.jsonl"), "--no-parse"]) == 2
     assert "manifest not found" in capsys.readouterr().err
 
 
 def test_pinned_papers_match_the_shared_mirror(shared_dir, tmp_path):
-    from rag.manifest import load_manifest
+    from rag.corpus.manifest import load_manifest
 
     papers = load_manifest()[:3]
     s = IngestSettings(
@@ -353,7 +353,7 @@ def test_pinned_papers_match_the_shared_mirror(shared_dir, tmp_path):
 
 @pytest.mark.slow
 def test_full_corpus_ingests_from_the_mirror(shared_dir, tmp_path, tmp_cache):
-    from rag.manifest import load_manifest
+    from rag.corpus.manifest import load_manifest
 
     s = IngestSettings(pdf_dir=tmp_path / "pdfs", mirror=shared_dir / "corpus" / "pdfs")
     summary = ingest(load_manifest(), s)

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from pydantic import SecretStr
 
-from rag.citations import faithfulness, faithfulness_metrics
 from rag.errors import JudgeError
+from rag.evaluation.citations import faithfulness, faithfulness_metrics
+from rag.evaluation.judge_validation import balanced_accuracy, validate_judge
 from rag.judge import Verdict
 from rag.judge.features import (
     FEATURE_NAMES,
@@ -24,7 +25,6 @@ from rag.judge.features import (
     window_vectors,
 )
 from rag.judge.llm_judge import PROMPT_VERSION, LLMJudge, parse_judge_output
-from rag.judge.validate import balanced_accuracy, validate_judge
 
 # -- deterministic features ---------------------------------------------------------------------
 

@@ -8,11 +8,9 @@ import json
 import pytest
 import requests
 
-from rag.arxiv_client import ClientSettings
-from rag.errors import ManifestError
-from rag.manifest import (
+from rag.corpus.arxiv_client import ClientSettings, bootstrap_manifest
+from rag.corpus.manifest import (
     Paper,
-    bootstrap_manifest,
     default_manifest_path,
     load_manifest,
     manifest_line,
@@ -20,6 +18,7 @@ from rag.manifest import (
     parse_manifest_lines,
     write_manifest,
 )
+from rag.errors import ManifestError
 from tests.fakearxiv import Entry, FakeArxiv, make_pdf
 
 GOOD = {
@@ -61,13 +60,13 @@ def test_valid_lines_skip_blanks_and_comments():
 
 
 def test_bad_json_names_the_line():
-    with pytest.raises(ManifestError, match=r"m\.jsonl:2: not valid JSON"):
+    with pytest.raises(ManifestError, match=r"m\.jsonl line 2: not valid JSON"):
         parse_manifest_lines(_lines(GOOD, "{oops"), source="m.jsonl")
 
 
 def test_bad_field_names_line_and_field():
     bad = {**GOOD, "arxiv_id": "2401.00002", "version": "2"}
-    with pytest.raises(ManifestError, match=r"m:3: invalid paper record \(version:"):
+    with pytest.raises(ManifestError, match=r"m line 3 \(arxiv_id '.*'\): field 'version'"):
         parse_manifest_lines(_lines(GOOD, "# c", bad), source="m")
 
 
@@ -77,12 +76,14 @@ def test_unknown_key_is_rejected():
 
 
 def test_duplicate_id_names_both_lines():
-    with pytest.raises(ManifestError, match=r"m:2: duplicate arxiv_id '2401.00001' .*line 1"):
+    with pytest.raises(
+        ManifestError, match=r"m line 2: arxiv_id '2401.00001' already used on line 1"
+    ):
         parse_manifest_lines(_lines(GOOD, {**GOOD, "version": "v3"}), source="m")
 
 
 def test_non_object_line_is_rejected():
-    with pytest.raises(ManifestError, match=r":1: expected a JSON object, got list"):
+    with pytest.raises(ManifestError, match=r"line 1: expected a JSON object, got list"):
         parse_manifest_lines(["[1, 2]"])
 
 

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from rag import profiles, runner
-from rag.report import read_metrics
+from rag.report import profiles, runner
+from rag.report.recorder import read_metrics
 
 pytestmark = pytest.mark.notebooks
 

@@ -22,7 +22,7 @@ QUERIES = [
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    from rag.embed import SentenceTransformerEmbedder, minilm_path
+    from rag.index.embed import SentenceTransformerEmbedder, minilm_path
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RAG_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
@@ -49,7 +49,7 @@ def test_onnx_queries_match_pytorch(pair):
 
 
 def test_export_is_checked_against_pytorch(pair):
-    from rag.onnx_query import OnnxQueryEncoder
+    from rag.index.onnx_query import OnnxQueryEncoder
 
     fast, _ = pair
     enc = fast._onnx
@@ -60,7 +60,7 @@ def test_export_is_checked_against_pytorch(pair):
 
 
 def test_corrupt_export_is_rebuilt(pair, tmp_path):
-    from rag.onnx_query import OnnxQueryEncoder
+    from rag.index.onnx_query import OnnxQueryEncoder
 
     fast, slow = pair
     bad = tmp_path / "broken.onnx"
@@ -74,7 +74,7 @@ def test_unsupported_pooling_falls_back_or_refuses(tmp_path):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Pooling, Transformer
 
-    from rag.embed import SentenceTransformerEmbedder, minilm_path
+    from rag.index.embed import SentenceTransformerEmbedder, minilm_path
 
     t = Transformer(str(minilm_path()), max_seq_length=64)
     st = SentenceTransformer(modules=[t, Pooling(384, pooling_mode="cls")], device="cpu")
@@ -90,7 +90,7 @@ def test_unsupported_pooling_falls_back_or_refuses(tmp_path):
 
 
 def test_bad_backend_name_is_named():
-    from rag.embed import SentenceTransformerEmbedder, minilm_path
+    from rag.index.embed import SentenceTransformerEmbedder, minilm_path
 
     with pytest.raises(ConfigError, match="'tensorrt'"):
         SentenceTransformerEmbedder(minilm_path(), query_backend="tensorrt")

@@ -8,16 +8,16 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from rag.errors import ParseError
-from rag.parse import (
+from rag.bench.corpus import bench_parse
+from rag.corpus.parse import (
     ParseFailure,
     ParseSettings,
-    bench_parse,
     cache_key,
     load_parsed,
     paper_pages_text,
     parse_pdf,
 )
+from rag.errors import ParseError
 from rag.types import ParsedPaper
 
 LEFT, RIGHT = 72, 320  # column x positions on a 612 pt wide Letter page
@@ -298,12 +298,9 @@ def test_real_corpus_parses_and_evidence_is_found(shared_dir, tmp_cache):
     """
     import re
 
-    from rag.evidence import (
-        evidence_found,
-        load_gold_evidence,
-        load_qasper_evidence,
-        summarize_found,
-    )
+    from rag.evaluation.evidence import evidence_found, summarize_found
+    from rag.evaluation.gold import evidence_items, load_gold
+    from rag.evaluation.qasper import load_qasper, qasper_evidence_items
 
     manifest = [
         json.loads(line)
@@ -329,8 +326,8 @@ def test_real_corpus_parses_and_evidence_is_found(shared_dir, tmp_cache):
     assert leaks == []
     assert all(any(b.kind == "references" for b in p.blocks) for p in parsed.values())
 
-    items = load_gold_evidence(shared_dir / "gold" / "dev.jsonl") + load_qasper_evidence(
-        shared_dir / "datasets" / "qasper" / "corpus_questions.jsonl"
+    items = evidence_items(load_gold(shared_dir / "gold" / "dev.jsonl")) + qasper_evidence_items(
+        load_qasper(shared_dir / "datasets" / "qasper" / "corpus_questions.jsonl")
     )
     summary = summarize_found(evidence_found(parsed, items))
     assert summary["gold"]["found_rate"] >= 0.99
@@ -340,7 +337,7 @@ def test_real_corpus_parses_and_evidence_is_found(shared_dir, tmp_cache):
 
 
 def test_an_unreadable_page_is_skipped_and_reported(tmp_path, monkeypatch):
-    import rag.parse as parse_mod
+    import rag.corpus.parse as parse_mod
 
     real = parse_mod._page_lines
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import secrets
 
-from rag import paths, publish
+from rag import paths
+from rag.report import publish
 
 
 def test_scrubs_env_secret_key_shapes_and_local_paths():

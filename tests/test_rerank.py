@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from rag.errors import ConfigError, RetrievalError
-from rag.rerank import CrossEncoderReranker, EmbedderReranker, Reranker
+from rag.ir import Reranker
+from rag.retrieval.rerank import CrossEncoderReranker, EmbedderReranker
 from tests.conftest import build_tiny_bert
 
 WORDS = "dense sparse retrieval bm25 passage query rerank fusion model paper the a of is".split()
@@ -131,7 +132,8 @@ def test_embedder_reranker_bad_settings():
 
 
 def test_rerank_retriever_orders_the_pool_by_cross_encoder_scores(tiny_cross_encoder):
-    from rag.retrieve import ChunkStore, RerankRetriever
+    from rag.index.store import ChunkStore
+    from rag.retrieval.retrievers import RerankRetriever
     from rag.types import Hit
 
     texts = {"d1": "bm25 sparse", "d2": "dense passage retrieval", "d3": "rerank model paper"}
@@ -156,7 +158,7 @@ def test_rerank_retriever_orders_the_pool_by_cross_encoder_scores(tiny_cross_enc
 def test_scifact_hybrid_and_rerank_sanity(shared_dir):
     """SciFact test (300 queries): hybrid beats both of its inputs; re-scoring the hybrid pool with
     the first-stage embedder gives back dense retrieval's top 10 (its nDCG@10 exactly)."""
-    from rag.bench_rerank import compare_rerankers
+    from rag.bench.rerank import compare_rerankers
 
     res = compare_rerankers(("minilm",), datasets=("scifact",), pool=50)["scifact"]
     s = {name: row["ndcg@10"]["mean"] for name, row in res["systems"].items()}
@@ -180,7 +182,7 @@ class _Fixed:
 
 
 def test_first_stage_fusion_is_rrf_of_the_two_orders():
-    from rag.rerank import FirstStageFusion
+    from rag.retrieval.rerank import FirstStageFusion
 
     agree = FirstStageFusion(_Fixed([3.0, 2.0, 1.0]))
     s = agree.score("q", ["a", "b", "c"])
@@ -198,7 +200,7 @@ def test_first_stage_fusion_is_rrf_of_the_two_orders():
 
 
 def test_fuse_prefix_wraps_any_reranker(tmp_path):
-    from rag.compare import load_reranker
+    from rag.retrieval.registry import load_reranker
 
     with pytest.raises(ConfigError, match="not available locally"):
         load_reranker(f"fuse:cross-encoder:{tmp_path / 'none'}")

@@ -15,14 +15,15 @@ import pydantic
 import pytest
 
 from rag.errors import ConfigError, IndexBuildError, RetrievalError
-from rag.fuse import rrf
+from rag.index.store import ChunkStore
+from rag.ir import apply_cap, latency_summary, paper_level, sort_hits
 from rag.llm.base import Completion
-from rag.rerank import EmbedderReranker
-from rag.retrieve import (
+from rag.retrieval.fuse import rrf
+from rag.retrieval.rerank import EmbedderReranker
+from rag.retrieval.retrievers import (
     RETRIEVER_NAMES,
     BM25Retriever,
     CappedRetriever,
-    ChunkStore,
     Components,
     DenseRetriever,
     HybridRetriever,
@@ -32,15 +33,11 @@ from rag.retrieve import (
     RerankRetriever,
     RetrievalSettings,
     Retriever,
-    apply_cap,
     build_retriever,
-    latency_summary,
-    paper_level,
     run_queries,
-    sort_hits,
 )
+from rag.retrieval.variants import LLMVariants, rule_variants
 from rag.types import Chunk, Hit
-from rag.variants import LLMVariants, rule_variants
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _STOP = {"the", "a", "of", "and", "in", "is", "what", "how", "does", "to", "for", "by", "on"}
@@ -267,9 +264,9 @@ def test_conformance(kind, parts):
 
 @pytest.mark.parametrize("name", RETRIEVER_NAMES)
 def test_conformance_with_the_project_indexes(name):
-    """The same contract over rag.dense.DenseIndex and rag.bm25.BM25Index (hashing embedder)."""
-    dense = pytest.importorskip("rag.dense")
-    bm25 = pytest.importorskip("rag.bm25")
+    """The same contract over rag.index.dense.DenseIndex and rag.index.bm25.BM25Index (hashing embedder)."""
+    from rag.index import bm25, dense
+
     store = make_store()
     emb = HashEmbedder()
     comps = Components(
@@ -393,7 +390,7 @@ def test_hyde_averages_query_and_passage_vectors(parts):
 def test_hyde_falls_back_to_the_query_on_empty_passage(parts, caplog):
     store, emb, di, _ = parts
     hy = HyDERetriever(EchoLLM(reply="   "), emb, di, store)
-    with caplog.at_level("WARNING", logger="rag.retrieve"):
+    with caplog.at_level("WARNING", logger="rag.retrieval.retrievers"):
         hits = hy.retrieve("dense passage retrieval", 3)
     assert hy.fallbacks == 1 and "empty hypothetical passage" in caplog.text
     assert hits == _dense(parts).retrieve("dense passage retrieval", 3)
@@ -454,7 +451,7 @@ def test_run_queries_output_is_a_ranx_run(parts):
 
 def test_latency_summary_by_hand():
     s = latency_summary({"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0})
-    assert s == {"p50": 3.0, "p95": pytest.approx(4.8), "mean": 3.0, "n": 5}
+    assert s == {"p50": 3.0, "p95": pytest.approx(4.8), "mean": 3.0, "max": 5.0, "n": 5}
     assert latency_summary({})["n"] == 0
 
 
@@ -532,7 +529,8 @@ def test_rerank_rescores_only_the_pool_and_keeps_the_first_stage_tail(parts):
 
 
 def test_extra_rerank_rows_share_the_hybrid_pool(parts):
-    from rag.compare import load_rerankers, rerank_rows
+    from rag.evaluation.compare import rerank_rows
+    from rag.retrieval.registry import load_rerankers
 
     store, emb, di, bm = parts
     comps = Components(store, embedder=emb, dense_index=di, bm25_index=bm)

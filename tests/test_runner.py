@@ -8,8 +8,9 @@ import secrets
 import nbformat
 import pytest
 
-from rag import paths, profiles, runner
+from rag import paths
 from rag.errors import ConfigError, NotebookError
+from rag.report import profiles, runner
 
 
 def _notebook(path, body: str, extra_params: str = "") -> None:
@@ -42,7 +43,7 @@ def project(tmp_path, monkeypatch):
 RECORDING_CELL = """
 import os
 from rag import paths
-from rag.report import Recorder
+from rag.report.recorder import Recorder
 print("key is", os.environ.get("OPENAI_API_KEY"))
 print("root is", paths.project_root())
 Recorder(output_dir, "01_demo").metrics({"x": x}, headline={"x": x})

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from rag import scifact
 from rag.errors import DownloadError, GoldError
+from rag.evaluation import scifact
 
 
 def _tiny_zip() -> bytes:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rag.errors import EvaluationError
-from rag.stats import (
+from rag.evaluation.stats import (
     CI,
     PairedResult,
     bonferroni,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rag.textnorm import (
+from rag.text.normalize import (
     collapse_whitespace,
     expand_ligatures,
     join_hyphenated,

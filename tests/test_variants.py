@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from rag.llm.base import ChatModel, Completion
-from rag.variants import (
+from rag.retrieval.variants import (
     HYDE_PROMPT_VERSION,
     MULTI_QUERY_PROMPT_VERSION,
     LLMVariants,
@@ -128,7 +128,7 @@ def test_llm_variants_fall_back_visibly_on_malformed_output(caplog):
     llm = ScriptedLLM("Here are some queries:\n\n   \n")
     fn = LLMVariants(llm)
     q = "What is dense passage retrieval?"
-    with caplog.at_level(logging.WARNING, logger="rag.variants"):
+    with caplog.at_level(logging.WARNING, logger="rag.retrieval.variants"):
         got = fn(q, 2)
     assert got == rule_variants(q, 2)
     assert fn.fallbacks == 1

@@ -2,7 +2,7 @@
 
 A *claim judge* labels one claim against a context (:class:`Verdict`); an *answer judge* turns a
 whole answer into claims and verdicts (:class:`AnswerJudgement`). Refusals and claimless answers
-are recognised by :mod:`rag.claims` before any judge runs, so the answered rate does not depend on
+are recognised by :mod:`rag.answer.claims` before any judge runs, so the answered rate does not depend on
 the judge. Implementations: :mod:`rag.judge.offline` (no API) and :mod:`rag.judge.llm_judge`.
 This module stays import-light (no torch) so metrics can use the records without a model.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from rag.claims import parse_answer
+from rag.answer.claims import parse_answer
 
 VerdictLabel = Literal["supported", "unsupported", "not_found"]
 JudgementStatus = Literal["scored", "refusal", "no_claims", "judge_failure"]
@@ -87,7 +87,7 @@ class AnswerJudge(Protocol):
 
 
 def judge_claims(judge: ClaimJudge, answer: str, context: str) -> AnswerJudgement:
-    """Judge an answer claim by claim with the deterministic splitter of :mod:`rag.claims`."""
+    """Judge an answer claim by claim with the deterministic splitter of :mod:`rag.answer.claims`."""
     parsed = parse_answer(answer)
     if parsed.status != "answered":
         return AnswerJudgement(status=parsed.status, reason=parsed.status, judge=judge.name)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag.claims import split_sentences
+from rag.answer.claims import split_sentences
 
 #: Bump when any feature changes: it is part of the fitted model's cache key.
 FEATURE_VERSION = "judge-features-v2"

@@ -6,7 +6,7 @@ The judge sends the retrieved sources and the answer to an injected :class:`~rag
 (Min et al., 2023) and RAGAS faithfulness (Es et al., 2023) in a single call. Output that cannot
 be read (not JSON, wrong shape, unknown verdict) or a failed call is recorded as a
 ``judge_failure`` with its reason and the raw text: never a silent 0. Refusals and claimless
-answers are recognised by :mod:`rag.claims` first and cost no call.
+answers are recognised by :mod:`rag.answer.claims` first and cost no call.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.claims import parse_answer
+from rag.answer.claims import parse_answer
 from rag.errors import JudgeError, LLMError
 from rag.judge import AnswerJudgement, ClaimVerdict, Verdict
 from rag.llm.base import ChatModel, Message
@@ -188,5 +188,5 @@ class LLMJudge:
         return Verdict(label, float(label == "supported"), reason, trace)
 
     def entails(self, claim: str, premise: str) -> bool:
-        """Entailment function for :mod:`rag.citations`."""
+        """Entailment function for :mod:`rag.evaluation.citations`."""
         return self.verdict(claim, premise).supported

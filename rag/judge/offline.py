@@ -10,7 +10,7 @@ logistic regression, fitted on the non-supported train pairs, separates ``unsupp
 
 The fitted model is stored under ``cache_dir("judge")`` keyed by the training file's hash, the
 feature version, the embedder, the settings and the library versions; it is retrained
-deterministically when missing. Embeddings go through :func:`rag.embed.embed_texts` (cached by
+deterministically when missing. Embeddings go through :func:`rag.index.embed_cache.embed_texts` (cached by
 embedder fingerprint and text hash).
 """
 
@@ -30,8 +30,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag import paths
-from rag.embed import Embedder, embed_texts, minilm
 from rag.errors import ConfigError, IndexBuildError, JudgeError
+from rag.index.embed import Embedder, minilm
+from rag.index.embed_cache import embed_texts
 from rag.judge import ClaimVerdict, Verdict, judge_claims
 from rag.judge.features import (
     FEATURE_NAMES,
@@ -359,7 +360,7 @@ class OfflineJudge:
         return self.predict([(claim, context)])[0]
 
     def entails(self, claim: str, premise: str) -> bool:
-        """Entailment function for :mod:`rag.citations` (``supported`` or not)."""
+        """Entailment function for :mod:`rag.evaluation.citations` (``supported`` or not)."""
         return self.verdict(claim, premise).supported
 
     def judge_answer(self, answer: str, context: str):

@@ -7,7 +7,7 @@
 - :mod:`rag.llm.registry` — models, context lengths and dated list prices.
 - :mod:`rag.llm.cache`, :mod:`rag.llm.retry`, :mod:`rag.llm.meter`, :mod:`rag.llm.estimate` —
   disk cache, retries, per-run cost meter, dry-run cost estimate.
-- :mod:`rag.llm.testing` — local fake provider servers shared by tests and :mod:`rag.llm.bench`.
+- :mod:`rag.llm.testing` — local fake provider servers shared by tests and :mod:`rag.bench.llm`.
 
 Submodules are imported explicitly so that importing :mod:`rag.llm.base` stays cheap.
 """

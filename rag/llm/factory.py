@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from rag.errors import ProviderUnavailable
@@ -58,6 +59,18 @@ def available_models(
         why = _unavailable_reason(MODELS[name].provider, settings, keys)
         rows.append((name, why is None, why or "ok"))
     return rows
+
+
+def model_status(
+    names: Sequence[str], settings: LLMSettings | None = None, keys: ApiKeys | None = None
+) -> dict[str, str]:
+    """``{name: "run" | "not run: <why>"}`` for the named models, in the order given."""
+    available = {n: (ok, why) for n, ok, why in available_models(settings, keys)}
+    out = {}
+    for name in names:
+        ok, why = available.get(name, (False, "unknown model"))
+        out[name] = "run" if ok else f"not run: {why}"
+    return out
 
 
 def _sdk_client(provider: str, settings: LLMSettings, key: str, http_client: Any) -> Any:

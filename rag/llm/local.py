@@ -10,7 +10,7 @@ package (its ``__init__`` needs the ``llm`` CLI). Two engines run the same file:
 
 Both decode greedily (deterministic) with the chat template stored in the GGUF file.
 
-Measured here (``python -m rag.llm.bench``, 1,502-token prompt, forced 150-token answer,
+Measured here (``python -m rag.bench.llm``, 1,502-token prompt, forced 150-token answer,
 2 threads, on a shared 2-core machine under load average 8-10, so absolute speeds are low):
 
 =============  ======  ==============  ============  =====================================

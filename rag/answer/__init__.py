@@ -1,0 +1,1 @@
+"""Answering: grounded context assembly, answerers and the parsing of answers into claims."""

@@ -1,0 +1,1 @@
+"""The corpus stage: the pinned manifest, the polite arXiv client, ingest and PDF parsing."""

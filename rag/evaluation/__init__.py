@@ -1,0 +1,1 @@
+"""Evaluation: gold sets, evidence matching, IR metrics, statistics, SciFact, answer and faithfulness grades."""

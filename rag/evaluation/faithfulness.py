@@ -1,0 +1,238 @@
+"""Grade answerers on the same contexts: faithfulness, citations, answer quality, with CIs.
+
+Notebook 05 calls :func:`grade_answerer` once per answerer (every answerer sees exactly the same
+stored contexts, so only the answerer varies), then :func:`summary_table` and :func:`paired_table`.
+A judge's numbers are only as good as the judge: the notebook shows them beside its balanced
+accuracy on human labels (:mod:`rag.evaluation.judge_validation`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rag.answer.claims import parse_answer
+from rag.answer.context import Context
+from rag.answer.generate import Answer
+from rag.evaluation.answers import answer_quality
+from rag.evaluation.citations import (
+    citation_scores,
+    cited_units,
+    faithfulness,
+    faithfulness_metrics,
+)
+from rag.evaluation.gold import GoldItem
+from rag.evaluation.stats import bootstrap_ci, correct, describe_difference, paired_test
+
+#: Per-question columns summarised with bootstrap CIs.
+SCORED = ("faithfulness", "citation_recall", "citation_precision", "answer_f1")
+
+
+def context_text(context: Context) -> str:
+    """What the judge checks claims against: the sources' texts, in prompt order."""
+    return "\n\n".join(context.source_texts[n] for n in sorted(context.source_texts))
+
+
+@dataclass
+class AnswererGrade:
+    """One answerer's answers, judgements and per-question scores."""
+
+    name: str
+    answers: dict[str, Answer]
+    per_question: pd.DataFrame
+    faithfulness: dict[str, Any]
+    quality: dict[str, Any]
+
+    def to_metrics(self, summary_row: Mapping[str, Any]) -> dict[str, Any]:
+        """This answerer's block of ``metrics.json``, from its row of :func:`summary_table`."""
+        fm = self.faithfulness
+        out: dict[str, Any] = {
+            "faithfulness": {
+                "mean": summary_row["faithfulness"],
+                "ci": list(summary_row["faithfulness CI"]),
+                "n_scored": fm["n_scored"],
+                "answered_rate": fm["answered_rate"],
+                "n_refusal": fm["n_refusal"],
+                "n_no_claims": fm["n_no_claims"],
+                "n_judge_failure": fm["n_judge_failure"],
+            }
+        }
+        for m in ("citation_precision", "citation_recall", "answer_f1"):
+            out[m] = {
+                "mean": summary_row[m],
+                "ci": list(summary_row[f"{m} CI"]),
+                "n": int(summary_row[f"{m} n"]),
+            }
+        for m in ("boolean_accuracy", "negative_rejection", "false_rejection"):
+            out[m] = summary_row[m]
+        out["claims_per_answer"] = summary_row["claims_per_answer"]
+        out["cost_usd"] = summary_row["cost_usd"]
+        out["tokens"] = summary_row["tokens"]
+        return out
+
+    def cost(self) -> dict[str, Any]:
+        a = list(self.answers.values())
+        fresh = [x for x in a if not x.cached]
+        return {
+            "cost_usd": float(sum(x.cost_usd for x in fresh)),
+            "tokens": {
+                "input": int(sum(x.tokens_in for x in a)),
+                "output": int(sum(x.tokens_out for x in a)),
+            },
+            "calls_fresh": len(fresh),
+            "calls_cached": len(a) - len(fresh),
+            "latency_s_fresh_mean": float(np.mean([x.latency_s for x in fresh])) if fresh else None,
+        }
+
+
+def grade_answerer(
+    name: str,
+    answers: Mapping[str, Answer],
+    contexts: Mapping[str, Context],
+    items: Sequence[GoldItem],
+    judge: Any,
+) -> AnswererGrade:
+    """Judge every answer against its own context and score it.
+
+    ``judge`` needs ``judge_answer(answer, context_text) -> AnswerJudgement`` and
+    ``entails(claim, premise) -> bool`` (the offline judge and the LLM judge both have them).
+    """
+    by_qid = {i.qid: i for i in items}
+    judgements = {}
+    rows = []
+    for qid, ans in answers.items():
+        ctx = contexts[qid]
+        j = judge.judge_answer(ans.text, context_text(ctx))
+        judgements[qid] = j
+        cs = citation_scores(cited_units(parse_answer(ans.text)), ctx.source_texts, judge.entails)
+        item = by_qid.get(qid)
+        rows.append(
+            {
+                "qid": qid,
+                "kind": item.kind if item else None,
+                "answerable": item.answerable if item else None,
+                "status": j.status,
+                "claims": len(j.claims) if j.status == "scored" else None,
+                "faithfulness": faithfulness(j),
+                "citation_recall": cs.recall,
+                "citation_precision": cs.precision,
+                "refused": ans.refused,
+                "answer": ans.text,
+            }
+        )
+    per_q = pd.DataFrame(rows).set_index("qid")
+    quality = answer_quality(answers, [by_qid[q] for q in answers if q in by_qid])
+    per_q["answer_f1"] = pd.Series(quality["answer_f1"].per_question, dtype=float)
+    fm = faithfulness_metrics([judgements[q] for q in answers])
+    fm.pop("per_answer", None)
+    return AnswererGrade(name, dict(answers), per_q, fm, quality)
+
+
+def _ci(values: pd.Series, seed: int) -> dict[str, Any]:
+    v = values.dropna().astype(float).to_numpy()
+    if len(v) == 0:
+        return {"mean": None, "ci_low": None, "ci_high": None, "n": 0}
+    return bootstrap_ci(v, seed=seed).to_dict()
+
+
+def summary_table(grades: Sequence[AnswererGrade], *, seed: int = 0) -> pd.DataFrame:
+    """One row per answerer: each scored metric's mean, 95 % CI and n; rejection rates; claims."""
+    rows = []
+    for g in grades:
+        row: dict[str, Any] = {"answerer": g.name}
+        for m in SCORED:
+            ci = _ci(g.per_question[m], seed)
+            row[m], row[f"{m} CI"], row[f"{m} n"] = (
+                ci["mean"],
+                (ci["ci_low"], ci["ci_high"]),
+                ci["n"],
+            )
+        row["answered_rate"] = g.faithfulness["answered_rate"]
+        row["claims_per_answer"] = g.faithfulness["claims_per_answer"]
+        row["negative_rejection"] = g.quality["negative_rejection"].value
+        row["false_rejection"] = g.quality["false_rejection"].value
+        row["boolean_accuracy"] = g.quality["boolean_accuracy"].value
+        row.update(g.cost())
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("answerer")
+
+
+def paired_table(
+    grades: Sequence[AnswererGrade], metric: str = "faithfulness", *, seed: int = 0
+) -> pd.DataFrame:
+    """All-pairs paired randomisation tests on the questions both answerers were scored on."""
+    rows, results = [], []
+    for i, a in enumerate(grades):
+        for b in grades[i + 1 :]:
+            both = pd.concat(
+                [a.per_question[metric], b.per_question[metric]], axis=1, keys=["a", "b"]
+            ).dropna()
+            if len(both) < 2:
+                rows.append(
+                    {
+                        "a": a.name,
+                        "b": b.name,
+                        "n": len(both),
+                        "reading": f"not comparable: {len(both)} question(s) scored by both",
+                    }
+                )
+                results.append(None)
+                continue
+            r = paired_test(both["a"].to_numpy(float), both["b"].to_numpy(float), seed=seed)
+            results.append(r)
+            rows.append(
+                {
+                    "a": a.name,
+                    "b": b.name,
+                    "n": len(both),
+                    "diff": r.diff,
+                    "ci_low": r.ci.low,
+                    "ci_high": r.ci.high,
+                    "p_value": r.p_value,
+                }
+            )
+    valid = [r for r in results if r is not None]
+    adjusted = correct(valid, "holm") if valid else []
+    it = iter(adjusted)
+    for row, r in zip(rows, results, strict=True):
+        if r is None:
+            continue
+        r2 = next(it)
+        row["p_adjusted"] = r2.p_adjusted
+        row["reading"] = describe_difference(row["a"], row["b"], r2, metric=metric)
+    return pd.DataFrame(rows)
+
+
+def pick_examples(
+    grades: Mapping[str, AnswererGrade],
+    contexts: Mapping[str, Context],
+    relevant_chunks: Mapping[str, Mapping[str, int]],
+    items: Sequence[GoldItem],
+    answerer: str,
+) -> dict[str, str | None]:
+    """Two worked examples chosen by rule (not by hand), in gold-file order:
+
+    - ``retrieval_miss``: the first answerable question none of whose context chunks is relevant;
+    - ``faithful_non_answer``: the first question the ``answerer`` declined whose context holds no
+      relevant chunk (an unanswerable question qualifies), i.e. declining was the faithful answer.
+    """
+    g = grades[answerer]
+
+    def miss(qid: str) -> bool:
+        rel = {d for d, s in relevant_chunks.get(qid, {}).items() if s > 0}
+        return not rel & set(contexts[qid].citation_map.values())
+
+    out: dict[str, str | None] = {"retrieval_miss": None, "faithful_non_answer": None}
+    for it in items:
+        q = it.qid
+        if q not in contexts or q not in g.answers:
+            continue
+        if out["retrieval_miss"] is None and it.answerable and miss(q):
+            out["retrieval_miss"] = q
+        if out["faithful_non_answer"] is None and g.answers[q].refused and miss(q):
+            out["faithful_non_answer"] = q
+    return out

@@ -1,0 +1,169 @@
+"""Build the searchable state a notebook needs: chunks → embeddings → dense and BM25 indexes.
+
+Everything is content-addressed and cached (chunks by chunk fingerprint, vectors per text and
+embedder, indexes by embedder + chunk fingerprint + settings), so notebooks 03, 04 and 05 share one
+build and a re-run does no work. The same function indexes the corpus chunks and the SciFact
+abstracts (one :class:`~rag.types.Chunk` per document).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rag.index import bm25 as bm25_mod
+from rag.index import dense as dense_mod
+from rag.index.embed import Embedder, load_embedder
+from rag.index.embed_cache import embed_texts
+from rag.index.store import ChunkStore
+from rag.paths import cache_dir
+from rag.text.chunk import ChunkSettings, chunk_settings
+from rag.text.chunk_cache import chunk_corpus, chunk_fingerprint
+from rag.types import Chunk, ParsedPaper
+
+
+def _dir_bytes(d: Path) -> int:
+    return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+
+
+@dataclass
+class Indexed:
+    """Chunks with their store, embedder, dense and BM25 indexes, and what building them cost."""
+
+    chunks: list[Chunk]
+    chunk_fingerprint: str
+    store: ChunkStore
+    embedder: Embedder | None
+    dense: dense_mod.DenseIndex | None
+    bm25: bm25_mod.BM25Index
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _bm25(
+    ids: list[str], texts: list[str], fingerprint: str, params: dict[str, Any], stats: dict
+) -> bm25_mod.BM25Index:
+    bm25_dir = cache_dir("indexes", f"bm25-{_key(fingerprint, params)}")
+    t0 = time.perf_counter()
+    index = bm25_mod.load_or_build(bm25_dir, ids, texts, **params)
+    stats["bm25_load_or_build_s"] = round(time.perf_counter() - t0, 2)
+    stats["bm25_disk_bytes"] = _dir_bytes(bm25_dir)
+    return index
+
+
+def index_chunks(
+    chunks: Sequence[Chunk],
+    fingerprint: str,
+    *,
+    embedder: Embedder | str | None = "minilm",
+    dense: Mapping[str, Any] | None = None,
+    bm25: Mapping[str, Any] | None = None,
+    show_progress: bool = True,
+) -> Indexed:
+    """Embed (cached per text) and index ``chunks``; load saved indexes when they match.
+
+    ``embedder=None`` builds the BM25 index only (``dense`` and ``embedder`` are then None), for
+    lexical runs that should not pay for an embedding model.
+
+    Args:
+        chunks: the records to index (``chunk_id`` unique).
+        fingerprint: identifies the chunk set (``rag.text.chunk.chunk_fingerprint`` or a dataset id).
+        embedder: an :class:`~rag.index.embed.Embedder`, a name for
+            :func:`~rag.index.embed.load_embedder`, or None (BM25 only).
+        dense: :class:`~rag.index.dense.DenseSettings` fields (default exact IndexFlatIP).
+        bm25: :class:`~rag.index.bm25.BM25Settings` fields (default rank-bm25's k1=1.5, b=0.75).
+    """
+    ids = [c.chunk_id for c in chunks]
+    texts = [c.text for c in chunks]
+    bm25_params = dict(bm25 or {})
+    if embedder is None:
+        stats: dict[str, Any] = {"chunks": len(chunks), "embedder": None}
+        bm25_index = _bm25(ids, texts, fingerprint, bm25_params, stats)
+        return Indexed(list(chunks), fingerprint, ChunkStore(chunks), None, None, bm25_index, stats)
+    emb = load_embedder(embedder) if isinstance(embedder, str) else embedder
+    dense_settings = dense_mod.DenseSettings(**dict(dense or {}))
+    stats = {"chunks": len(chunks), "embedder": emb.fingerprint}
+
+    def build_dense() -> dense_mod.DenseIndex:
+        t0 = time.perf_counter()
+        vectors = embed_texts(ids, texts, emb, show_progress=show_progress)
+        stats["embed_s"] = round(time.perf_counter() - t0, 2)
+        t0 = time.perf_counter()
+        idx = dense_mod.DenseIndex(
+            ids,
+            vectors,
+            **dense_settings.model_dump(),
+            embedder_fingerprint=emb.fingerprint,
+            chunk_fingerprint=fingerprint,
+        )
+        stats["dense_build_s"] = round(time.perf_counter() - t0, 3)
+        return idx
+
+    dense_dir = cache_dir(
+        "indexes", f"dense-{_key(emb.fingerprint, fingerprint, dense_settings.model_dump())}"
+    )
+    t0 = time.perf_counter()
+    dense_index = dense_mod.load_or_build(
+        dense_dir,
+        build_dense,
+        settings=dense_settings,
+        embedder_fingerprint=emb.fingerprint,
+        chunk_fingerprint=fingerprint,
+    )
+    stats["dense_load_or_build_s"] = round(time.perf_counter() - t0, 2)
+    stats["dense_from_cache"] = "embed_s" not in stats
+    bm25_index = _bm25(ids, texts, fingerprint, bm25_params, stats)
+    stats["dense_disk_bytes"] = _dir_bytes(dense_dir)
+    stats["dense_memory_bytes"] = int(dense_index.vectors.nbytes)
+    return Indexed(
+        list(chunks), fingerprint, ChunkStore(chunks), emb, dense_index, bm25_index, stats
+    )
+
+
+def index_corpus(
+    parsed: Sequence[ParsedPaper],
+    chunking: ChunkSettings | Mapping[str, Any],
+    *,
+    embedder: Embedder | str = "minilm",
+    dense: Mapping[str, Any] | None = None,
+    bm25: Mapping[str, Any] | None = None,
+    show_progress: bool = True,
+) -> Indexed:
+    """Chunk the parsed papers with ``chunking`` settings and index the chunks."""
+    settings = chunk_settings(chunking)
+    chunks = chunk_corpus(parsed, settings)
+    fp = chunk_fingerprint([p for p in parsed if p.ok], settings)
+    return index_chunks(
+        chunks, fp, embedder=embedder, dense=dense, bm25=bm25, show_progress=show_progress
+    )
+
+
+def index_documents(
+    docs: Mapping[str, Mapping[str, str]],
+    name: str,
+    *,
+    embedder: Embedder | str | None = "minilm",
+    dense: Mapping[str, Any] | None = None,
+    bm25: Mapping[str, Any] | None = None,
+    show_progress: bool = True,
+) -> Indexed:
+    """Index a BEIR-style ``{doc_id: {title, text}}`` collection, one chunk per document."""
+    store = ChunkStore.from_docs(docs)
+    chunks = [store[i] for i in sorted(store)]
+    fp = _key(name, [(c.chunk_id, c.text) for c in chunks])
+    return index_chunks(
+        chunks,
+        f"{name}-{fp}",
+        embedder=embedder,
+        dense=dense,
+        bm25=bm25,
+        show_progress=show_progress,
+    )

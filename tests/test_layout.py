@@ -1,0 +1,135 @@
+"""The package layout is the dataflow: a stage imports only from its own floor or lower ones.
+
+Floors (low to high): the shared core (``errors``, ``paths``, ``types``, ``ir``, ``jsonl``) →
+``llm`` → ``text`` → ``corpus`` → ``index`` → ``retrieval`` → ``answer`` → ``judge`` →
+``evaluation`` → ``report`` → ``bench`` → ``cli``. ``text`` sits below ``corpus`` because the
+parser normalises text with it. Every import counts, including those inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from rag import paths
+
+FLOORS = {
+    "errors": 0, "paths": 0, "types": 0, "ir": 0, "jsonl": 0, "__init__": 0,
+    "llm": 1, "text": 2, "corpus": 3, "index": 4, "retrieval": 5, "answer": 6, "judge": 7,
+    "evaluation": 8, "report": 9, "bench": 10, "cli": 11,
+}  # fmt: skip
+PKG = paths.project_root() / "rag"
+#: Modules allowed over MAX_LINES, each with the reason stated in its docstring.
+MAX_LINES = 400
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PKG.rglob("*.py"))
+
+
+def _name(p: Path) -> str:
+    return ".".join(("rag", *p.relative_to(PKG).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def _floor(module: str) -> int:
+    parts = module.split(".")
+    key = parts[1] if len(parts) > 1 else "__init__"
+    if key not in FLOORS:
+        raise AssertionError(f"{module}: no floor declared for rag.{key}; add it to FLOORS")
+    return FLOORS[key]
+
+
+def _imports(p: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(p.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("rag")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "rag":
+                out |= {f"rag.{a.name}" for a in node.names}
+            elif node.module.startswith("rag."):
+                out.add(node.module)
+    return out
+
+
+def test_every_module_has_a_floor():
+    for p in _modules():
+        _floor(_name(p))
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_no_import_from_a_higher_floor(path):
+    me = _name(path)
+    bad = [m for m in sorted(_imports(path)) if _floor(m) > _floor(me)]
+    assert not bad, f"{me} (floor {_floor(me)}) imports higher floors: {bad}"
+
+
+def test_no_import_cycle():
+    graph: dict[str, set[str]] = {}
+    names = {_name(p) for p in _modules()}
+    for p in _modules():
+        deps = set()
+        for m in _imports(p):
+            while m and m not in names:
+                m = m.rpartition(".")[0]
+            if m and m != _name(p) and not _name(p).startswith(m + "."):
+                deps.add(m)
+        graph[_name(p)] = deps
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for d in sorted(graph.get(n, ())):
+            if state.get(d) == 1:
+                cycle = stack[stack.index(d) :] + [d]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_long_modules_say_why(path):
+    n = len(path.read_text().splitlines())
+    if n <= MAX_LINES:
+        return
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    assert "Why this module is long" in doc, (
+        f"{path.name} has {n} lines (> {MAX_LINES}): split it or say why in its docstring"
+    )
+
+
+def test_readme_package_map_matches_the_folders():
+    readme = (paths.project_root() / "README.md").read_text()
+    section = readme.split("## Package map", 1)[1].split("\n## ", 1)[0]
+    for d in sorted(p for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        assert f"\n  {d.name}/ " in section, f"README's package map does not show rag/{d.name}/"
+    for name in re.findall(r"\n  (\w+)/ ", section):
+        assert (PKG / name).is_dir(), f"README's package map shows rag/{name}/, which does not exist"
+
+
+def test_notebooks_define_no_functions_or_classes():
+    import json
+
+    for nb in sorted((paths.project_root() / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(nb.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            src = "".join(cell["source"])
+            tree = ast.parse("\n".join(l for l in src.splitlines() if not l.startswith(("%", "!"))))
+            defs = [
+                n.name
+                for n in ast.walk(tree)
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            ]
+            assert not defs, f"{nb.name} defines {defs}: move it into rag/"
