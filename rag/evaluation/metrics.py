@@ -107,18 +107,20 @@ class RunEvaluation:
 
     def table(self) -> pd.DataFrame:
         """One row per metric: mean, CI bounds, n and the CI method."""
-        rows = [
-            {
-                "metric": m,
-                "mean": ci.estimate,
-                "ci_low": ci.low,
-                "ci_high": ci.high,
-                "n": ci.n,
-                "ci_method": ci.method_used,
-            }
-            for m, ci in self.aggregate.items()
-        ]
+        rows = [_ci_row(ci, metric=m) for m, ci in self.aggregate.items()]
         return pd.DataFrame(rows).set_index("metric")
+
+
+def _ci_row(ci: CI, **keys: object) -> dict[str, object]:
+    """One table row of a CI: the given keys, then mean, bounds, n and the CI method."""
+    return {
+        **keys,
+        "mean": ci.estimate,
+        "ci_low": ci.low,
+        "ci_high": ci.high,
+        "n": ci.n,
+        "ci_method": ci.method_used,
+    }
 
 
 def scorable_qrels(qrels: Qrels) -> tuple[dict[str, dict[str, int]], list[str]]:
@@ -238,17 +240,7 @@ def evaluate_by_group(
         sub = pq.loc[labels[labels == g].index]
         for m in pq.columns:
             ci = bootstrap_ci(sub[m].to_numpy(), n_resamples=n_resamples, seed=seed)
-            rows.append(
-                {
-                    "group": g,
-                    "metric": m,
-                    "mean": ci.estimate,
-                    "ci_low": ci.low,
-                    "ci_high": ci.high,
-                    "n": ci.n,
-                    "ci_method": ci.method_used,
-                }
-            )
+            rows.append(_ci_row(ci, group=g, metric=m))
     return pd.DataFrame(rows)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from rag.errors import ConfigError
+from rag.ir import EmbedderLike
 
 logger = logging.getLogger(__name__)
 
@@ -28,23 +29,18 @@ E5_ID = "intfloat/multilingual-e5-small"
 
 
 @runtime_checkable
-class Embedder(Protocol):
-    """Anything that embeds queries and passages into the same normalised space.
+class Embedder(EmbedderLike, Protocol):
+    """An :class:`rag.ir.EmbedderLike` the index can cache: it also states its vectors' shape and
+    provenance.
 
     Attributes:
-        name: short human-readable name.
         dim: vector dimension.
         fingerprint: changes whenever the vectors could change (model id and version, prefixes,
             max sequence length); the embedding cache is keyed by it.
     """
 
-    name: str
     dim: int
     fingerprint: str
-
-    def encode_queries(self, texts: list[str]) -> np.ndarray: ...
-
-    def encode_passages(self, texts: list[str]) -> np.ndarray: ...
 
 
 def normalise(v: np.ndarray) -> np.ndarray:
