@@ -17,7 +17,6 @@ import pytest
 from rag.errors import ConfigError, IndexBuildError, RetrievalError
 from rag.index.store import ChunkStore
 from rag.ir import apply_cap, latency_summary, paper_level, sort_hits
-from rag.llm.base import Completion
 from rag.retrieval.fuse import rrf
 from rag.retrieval.rerank import EmbedderReranker
 from rag.retrieval.retrievers import (
@@ -38,6 +37,7 @@ from rag.retrieval.retrievers import (
 )
 from rag.retrieval.variants import LLMVariants, rule_variants
 from rag.types import Chunk, Hit
+from tests.fakechat import FakeChatModel
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _STOP = {"the", "a", "of", "and", "in", "is", "what", "how", "does", "to", "for", "by", "on"}
@@ -100,36 +100,18 @@ class OverlapIndex:
         return sorted(pairs, key=lambda p: (-p[1], p[0]))[:k]
 
 
-class EchoLLM:
-    """A deterministic ChatModel: variants and hypothetical passages built from the question."""
+def echo_reply(messages, prompt_version) -> str:
+    """Variants and hypothetical passages built from the question in the last message."""
+    user = messages[-1]["content"]
+    question = user.split("Question:")[-1].replace("Passage:", "").strip()
+    if prompt_version.startswith("hyde"):
+        return f"In this paper, {question.rstrip('?')} is studied with retrieval and attention."
+    return f"1. {question} methods\n2. {' '.join(reversed(tokens(question)))}"
 
-    name = "echo-llm"
 
-    def __init__(self, reply: str | None = None) -> None:
-        self.reply = reply
-        self.calls = 0
-
-    def complete(
-        self,
-        messages,
-        *,
-        temperature=0.0,
-        max_tokens=256,
-        stop=None,
-        seed=0,
-        json_mode=False,
-        prompt_version="v1",
-    ) -> Completion:
-        self.calls += 1
-        user = messages[-1]["content"]
-        question = user.split("Question:")[-1].replace("Passage:", "").strip()
-        if self.reply is not None:
-            text = self.reply
-        elif prompt_version.startswith("hyde"):
-            text = f"In this paper, {question.rstrip('?')} is studied with retrieval and attention."
-        else:
-            text = f"1. {question} methods\n2. {' '.join(reversed(tokens(question)))}"
-        return Completion(text, self.name, "fake", 1, 1, 0.0, 0.0, False)
+def echo_llm(reply: str | None = None) -> FakeChatModel:
+    """The shared fake ChatModel answering :func:`echo_reply`, or a fixed ``reply``."""
+    return FakeChatModel(echo_reply if reply is None else reply, name="echo-llm")
 
 
 TEXTS = {
@@ -214,9 +196,9 @@ FACTORIES = {
         pool=8,
     ),
     "multi-query-rules": lambda p: MultiQueryRetriever(_hybrid(p), rule_variants, 2, 10),
-    "multi-query-llm": lambda p: MultiQueryRetriever(_dense(p), LLMVariants(EchoLLM()), 2, 10),
-    "hyde": lambda p: HyDERetriever(EchoLLM(), p[1], p[2], p[0]),
-    "hyde-passage-only": lambda p: HyDERetriever(EchoLLM(), p[1], p[2], p[0], with_query=False),
+    "multi-query-llm": lambda p: MultiQueryRetriever(_dense(p), LLMVariants(echo_llm()), 2, 10),
+    "hyde": lambda p: HyDERetriever(echo_llm(), p[1], p[2], p[0]),
+    "hyde-passage-only": lambda p: HyDERetriever(echo_llm(), p[1], p[2], p[0], with_query=False),
     "capped-hybrid": lambda p: CappedRetriever(_hybrid(p), 1, depth=20),
     "paper-level-dense": lambda p: PaperLevelRetriever(_dense(p), depth=20),
 }
@@ -275,7 +257,7 @@ def test_conformance_with_the_project_indexes(name):
         dense_index=dense.DenseIndex(store.ids, emb.encode_passages(store.texts)),
         bm25_index=bm25.BM25Index(store.ids, store.texts),
         reranker=EmbedderReranker(HashEmbedder("r", 32, "r"), disk_cache=False),
-        llm=EchoLLM(),
+        llm=echo_llm(),
     )
     check_contract(build_retriever(name, comps, RetrievalSettings(hybrid_pool=20)), store)
 
@@ -377,7 +359,7 @@ def test_multi_query_fuses_original_and_variants(parts):
 
 def test_hyde_averages_query_and_passage_vectors(parts):
     store, emb, di, _ = parts
-    llm = EchoLLM(reply="BM25 uses term frequency and document length normalisation.")
+    llm = echo_llm(reply="BM25 uses term frequency and document length normalisation.")
     hy = HyDERetriever(llm, emb, di, store)
     v = hy.query_vector("What is BM25?")
     mean = (emb.encode_queries(["What is BM25?"])[0] + emb.encode_passages([llm.reply])[0]) / 2
@@ -389,7 +371,7 @@ def test_hyde_averages_query_and_passage_vectors(parts):
 
 def test_hyde_falls_back_to_the_query_on_empty_passage(parts, caplog):
     store, emb, di, _ = parts
-    hy = HyDERetriever(EchoLLM(reply="   "), emb, di, store)
+    hy = HyDERetriever(echo_llm(reply="   "), emb, di, store)
     with caplog.at_level("WARNING", logger="rag.retrieval.retrievers"):
         hits = hy.retrieve("dense passage retrieval", 3)
     assert hy.fallbacks == 1 and "empty hypothetical passage" in caplog.text
@@ -463,7 +445,7 @@ def test_build_retriever_builds_every_name(parts):
         dense_index=di,
         bm25_index=bi,
         reranker=EmbedderReranker(HashEmbedder("r", 32, "r"), disk_cache=False),
-        llm=EchoLLM(),
+        llm=echo_llm(),
     )
     for name in RETRIEVER_NAMES:
         r = build_retriever(name, comps, RetrievalSettings(hybrid_pool=20))

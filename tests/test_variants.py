@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from rag.llm.base import ChatModel, Completion
+from rag.llm.base import ChatModel
 from rag.retrieval.variants import (
     HYDE_PROMPT_VERSION,
     MULTI_QUERY_PROMPT_VERSION,
@@ -17,36 +17,11 @@ from rag.retrieval.variants import (
     parse_variant_lines,
     rule_variants,
 )
+from tests.fakechat import FakeChatModel
 
 
-class ScriptedLLM:
-    """A deterministic ChatModel returning a fixed reply and recording what it was asked."""
-
-    name = "scripted"
-
-    def __init__(self, reply: str) -> None:
-        self.reply = reply
-        self.calls: list[dict] = []
-
-    def complete(
-        self,
-        messages,
-        *,
-        temperature=0.0,
-        max_tokens=256,
-        stop=None,
-        seed=0,
-        json_mode=False,
-        prompt_version="v1",
-    ) -> Completion:
-        self.calls.append(
-            {"messages": messages, "temperature": temperature, "prompt_version": prompt_version}
-        )
-        return Completion(self.reply, self.name, "fake", 10, 10, 0.0, 0.0, False)
-
-
-def test_scripted_llm_satisfies_the_protocol():
-    assert isinstance(ScriptedLLM(""), ChatModel)
+def test_fake_chat_model_satisfies_the_protocol():
+    assert isinstance(FakeChatModel(""), ChatModel)
 
 
 @pytest.mark.parametrize(
@@ -112,7 +87,7 @@ def test_parse_variant_lines_is_robust():
 
 
 def test_llm_variants_uses_versioned_prompt_at_temperature_zero():
-    llm = ScriptedLLM("one rewrite\nanother rewrite\nthird rewrite")
+    llm = FakeChatModel("one rewrite\nanother rewrite\nthird rewrite")
     fn = LLMVariants(llm)
     assert fn("original question?", 2) == ["one rewrite", "another rewrite"]
     call = llm.calls[0]
@@ -125,7 +100,7 @@ def test_llm_variants_uses_versioned_prompt_at_temperature_zero():
 
 
 def test_llm_variants_fall_back_visibly_on_malformed_output(caplog):
-    llm = ScriptedLLM("Here are some queries:\n\n   \n")
+    llm = FakeChatModel("Here are some queries:\n\n   \n")
     fn = LLMVariants(llm)
     q = "What is dense passage retrieval?"
     with caplog.at_level(logging.WARNING, logger="rag.retrieval.variants"):
@@ -136,7 +111,7 @@ def test_llm_variants_fall_back_visibly_on_malformed_output(caplog):
 
 
 def test_hypothetical_passage_strips_and_versions():
-    llm = ScriptedLLM("  ColBERT scores late interactions between token embeddings.\n")
+    llm = FakeChatModel("  ColBERT scores late interactions between token embeddings.\n")
     text = hypothetical_passage(llm, "How does ColBERT work?")
     assert text == "ColBERT scores late interactions between token embeddings."
     assert llm.calls[0]["prompt_version"] == HYDE_PROMPT_VERSION
