@@ -31,6 +31,8 @@ class FakeLLMServer:
         dialect: "openai" (any path ending in ``/chat/completions``) or "anthropic"
             (``/v1/messages``).
         reply: the completion text of an "ok" answer.
+        echo: answer each "ok" request with the text of its last message instead of ``reply``,
+            so a test can tell which answer belongs to which prompt.
         usage: (input_tokens, output_tokens) reported with every "ok" answer.
         hang_s: how long a "hang" lasts before the server gives up (or until :meth:`stop`).
         delay_s: how long every "ok" answer takes (to observe concurrency).
@@ -44,9 +46,11 @@ class FakeLLMServer:
         usage: tuple[int, int] = (12, 7),
         hang_s: float = 10.0,
         delay_s: float = 0.0,
+        echo: bool = False,
     ) -> None:
         self.dialect = dialect
         self.reply = reply
+        self.echo = echo
         self.usage = usage
         self.hang_s = hang_s
         self.delay_s = delay_s
@@ -114,13 +118,17 @@ class FakeLLMServer:
         """A well-formed completion in this server's dialect."""
         n_in, n_out = self.usage
         model = request.get("model", "unknown")
+        text = self.reply
+        if self.echo:
+            content = (request.get("messages") or [{}])[-1].get("content", "")
+            text = content if isinstance(content, str) else json.dumps(content)
         if self.dialect == "anthropic":
             return {
                 "id": "msg_local_1",
                 "type": "message",
                 "role": "assistant",
                 "model": model,
-                "content": [{"type": "text", "text": self.reply}],
+                "content": [{"type": "text", "text": text}],
                 "stop_reason": "end_turn",
                 "stop_sequence": None,
                 "usage": {"input_tokens": n_in, "output_tokens": n_out},
@@ -133,7 +141,7 @@ class FakeLLMServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": self.reply},
+                    "message": {"role": "assistant", "content": text},
                     "finish_reason": "stop",
                 }
             ],

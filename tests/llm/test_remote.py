@@ -161,16 +161,40 @@ def test_bad_messages_are_config_errors(settings, keys):
 
 
 def test_concurrency_is_bounded_and_order_kept(keys, cache):
-    with FakeLLMServer("openai", delay_s=0.15) as server:
+    # the server echoes each prompt, so every answer names the prompt it belongs to
+    with FakeLLMServer("openai", delay_s=0.15, echo=True) as server:
         s = fast_settings(openai_base_url=f"{server.url}/v1", concurrency=2)
         model = make_chat_model("gpt-4o-mini", s, cache=cache, meter=None, keys=keys)
-        batch = [[{"role": "user", "content": f"q{i}"}] for i in range(6)]
+        prompts = [f"q{i}" for i in range(6)]
+        batch = [[{"role": "user", "content": p}] for p in prompts]
         out = model.complete_many(batch, progress=False)
         assert server.requests == 6 and server.max_in_flight == 2
-        assert [b["messages"][0]["content"] for b in server.bodies] != []
-        assert len(out) == 6 and all(not c.cached for c in out)
+        assert sorted(b["messages"][0]["content"] for b in server.bodies) == prompts
+        assert [c.text for c in out] == prompts, "answers come back in the order of the prompts"
+        assert all(not c.cached for c in out)
         again = model.complete_many(batch, progress=False)
         assert server.requests == 6 and all(c.cached for c in again)
+        assert [c.text for c in again] == prompts
+
+
+def test_failure_mid_batch_raises_after_the_others_finish(keys, cache):
+    # one request in the middle of the batch is rejected (401 is not retried): the batch raises,
+    # the other five still complete and are cached, and a re-run asks only for the failed one
+    with FakeLLMServer("openai", delay_s=0.05, echo=True) as server:
+        s = fast_settings(openai_base_url=f"{server.url}/v1", concurrency=2)
+        model = make_chat_model("gpt-4o-mini", s, cache=cache, meter=None, keys=keys)
+        prompts = [f"q{i}" for i in range(6)]
+        batch = [[{"role": "user", "content": p}] for p in prompts]
+        server.script(["ok", "ok", "401"])
+        with pytest.raises(RequestRejected, match="HTTP 401"):
+            model.complete_many(batch, progress=False)
+        assert server.requests == 6, "in-flight and queued calls ran to the end"
+        assert len(cache) == 5, "the five answered prompts were cached, the failure was not"
+        out = model.complete_many(batch, progress=False)
+        assert server.requests == 7, "only the failed prompt is asked again"
+        failed = server.bodies[-1]["messages"][0]["content"]
+        assert [c.text for c in out] == prompts
+        assert [c.cached for c in out] == [p != failed for p in prompts]
 
 
 def test_no_key_in_logs_or_cache(servers, settings, keys, cache, meter, caplog, tmp_path):
