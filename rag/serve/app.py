@@ -1,0 +1,268 @@
+"""The HTTP service: FastAPI over :class:`rag.serve.engine.Lab` (OpenAPI at ``/docs``).
+
+:func:`create_app` takes an injected lab (tests) or loads one in the app's lifespan, on a thread,
+so ``/health`` answers at once and ``/ready`` says 503 with its cause ("index loading", "model
+loading") until everything is loaded; nothing loads at import. Endpoints run on the thread pool
+(retrieval and models are blocking). Errors are JSON ``{error, detail}`` with their text scrubbed
+of keys and absolute paths (:mod:`rag.serve.guard`).
+
+Streaming (``stream: true``) sends server-sent events: ``retrieval`` (the numbered sources), then
+``token`` events, then ``citations`` and ``done``. No answerer here generates token by token (the
+local model and the API clients return whole completions, and the extractive answerer has no
+tokens), so the ``token`` events carry the finished answer word by word; a client sees the
+sources before the answer is written, which is where the waiting is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rag.errors import ConfigError, RagError, RetrievalError
+from rag.serve import models as m
+from rag.serve.config import LabSettings, ServeSettings
+from rag.serve.engine import ChoiceError, Lab, load_lab
+from rag.serve.guard import Guard, scrub
+from rag.serve.jobs import IngestWorker
+
+log = logging.getLogger(__name__)
+API_KEY_ENV = "RAG_API_KEY"
+
+
+class _State:
+    """What the lifespan loads, and why it is not ready yet."""
+
+    def __init__(self) -> None:
+        self.lab: Lab | None = None
+        self.cause = "starting"
+        self.worker: IngestWorker | None = None
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc if p != "body") or "body"
+
+
+def create_app(
+    lab: Lab | None = None,
+    *,
+    settings: LabSettings | None = None,
+    serve: ServeSettings | None = None,
+    api_key: str | None = None,
+) -> FastAPI:
+    """The service. ``lab`` injected: ready at once; else loaded from ``settings`` in the lifespan.
+
+    ``api_key`` defaults to ``$RAG_API_KEY`` (unset or empty: no key required).
+    """
+    serve = serve or ServeSettings()
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
+    secrets = (key,) if key else ()
+    state = _State()
+
+    def start_worker(the_lab: Lab) -> None:
+        state.worker = IngestWorker(
+            lambda: the_lab.index,
+            manifest_path=the_lab.settings.manifest_path,
+            pdf_mirror=the_lab.settings.pdf_mirror,
+            allow_network=serve.allow_network,
+        )
+        state.lab, state.cause = the_lab, "ready"
+
+    def load() -> None:
+        try:
+            def status(s: str) -> None:
+                state.cause = s
+
+            start_worker(load_lab(settings or LabSettings(), serve, status))
+            log.info("ready: %d papers, %d chunks", len(state.lab.index.snapshot.papers),
+                     state.lab.index.snapshot.n_chunks)  # fmt: skip
+        except Exception as e:  # reported by /ready; the process stays up for /health
+            state.cause = f"load failed: {scrub(str(e), secrets)}"
+            log.error("loading failed: %s", scrub(str(e), secrets))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if lab is not None:
+            start_worker(lab)
+        else:
+            threading.Thread(target=load, name="load", daemon=True).start()
+        yield
+
+    app = FastAPI(
+        title="arXiv RAG Lab",
+        description="Search, ask and chat over the pinned corpus with the report's components.",
+        lifespan=lifespan,
+    )
+    app.state.lab_state = state
+
+    def error(status: int, err: str, detail: str) -> JSONResponse:
+        return JSONResponse({"error": err, "detail": scrub(detail, secrets)}, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errs = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errs):
+            return error(400, "malformed JSON", "the request body is not valid JSON")
+        detail = "; ".join(f"{_field(e.get('loc', ()))}: {e.get('msg', '')}" for e in errs)
+        return error(422, "invalid request", detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error(exc.status_code, "http error", str(exc.detail))
+
+    @app.exception_handler(ChoiceError)
+    async def _choice(request: Request, exc: ChoiceError) -> JSONResponse:
+        return error(422, "invalid request", f"{exc.field}: {exc}")
+
+    @app.exception_handler(RagError)
+    async def _rag(request: Request, exc: RagError) -> JSONResponse:
+        status = 422 if isinstance(exc, ConfigError | RetrievalError) else 500
+        return error(status, type(exc).__name__, str(exc))
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s", request.url.path)
+        return error(500, "internal error", type(exc).__name__)
+
+    def need_lab() -> Lab:
+        if state.lab is None:
+            raise StarletteHTTPException(503, f"not ready: {state.cause}")
+        return state.lab
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/ready", responses={503: {"model": m.ErrorResponse}})
+    def ready() -> Any:
+        if state.lab is None:
+            return JSONResponse({"ready": False, "cause": state.cause}, status_code=503)
+        snap = state.lab.index.snapshot
+        return {"ready": True, "papers": len(snap.papers), "chunks": snap.n_chunks}
+
+    @app.post("/search", response_model=m.SearchResponse)
+    def search(req: m.SearchRequest) -> Any:
+        hits, meta = need_lab().search(req.query, req.k, req.retriever, req.per_paper_cap)
+        return {"query": req.query, "hits": hits, **meta}
+
+    def answer(query: str, req: m.AskRequest | m.ChatRequest, extra: dict[str, Any]) -> Any:
+        the_lab = need_lab()
+        kw = {"k": req.k, "retriever": req.retriever, "answerer": req.answerer, "judge": req.judge}
+        if not req.stream:
+            return {**the_lab.ask(query, **kw).to_dict(), **extra}
+        events = the_lab.ask_events(query, **kw)
+        first = next(events)  # a bad answerer or retriever fails here, as JSON, not mid-stream
+        return StreamingResponse(_sse(first, events, extra, secrets), media_type="text/event-stream")
+
+    @app.post("/ask", response_model=m.AskResponse)
+    def ask(req: m.AskRequest) -> Any:
+        return answer(req.question, req, {})
+
+    @app.post("/chat", response_model=m.ChatResponse)
+    def chat(req: m.ChatRequest) -> Any:
+        msgs = [{"role": x.role, "content": x.content} for x in req.messages]
+        rw = need_lab().rewrite(msgs, bypass=req.bypass_rewrite, model=req.rewrite_model)
+        extra = {"rephrased_query": rw.query, "rewritten": rw.rewritten, "rewriter": rw.rewriter,
+                 "rewrite_reason": rw.reason}  # fmt: skip
+        return answer(rw.query, req, extra)
+
+    @app.post("/ingest", status_code=202)
+    async def ingest(request: Request) -> Any:
+        need_lab()
+        worker = state.worker
+        assert worker is not None  # set together with the lab
+        ctype = request.headers.get("content-type", "")
+        if ctype.startswith("multipart/form-data"):
+            form = await request.form()
+            upload = form.get("file")
+            if upload is None or isinstance(upload, str):
+                return error(422, "invalid request", "file: a PDF upload is required")
+            data = await upload.read()
+            if not data.startswith(b"%PDF-"):
+                return error(422, "invalid request", "file: not a PDF")
+            job = worker.submit_pdf(data, str(form.get("title") or ""))
+        else:
+            try:
+                req = m.IngestRequest.model_validate_json(await request.body())
+            except ValidationError as e:
+                raise RequestValidationError(e.errors()) from None
+            try:
+                job = worker.submit_arxiv(req.arxiv_id)
+            except RagError as e:
+                return error(422, "invalid request", f"arxiv_id: {e}")
+        return JSONResponse(job.to_dict(), status_code=202)
+
+    @app.get("/ingest/{job_id}")
+    def ingest_status(job_id: str) -> Any:
+        need_lab()
+        job = state.worker.jobs.get(job_id) if state.worker else None
+        if job is None:
+            return error(404, "unknown job", f"no ingest job {job_id[:40]!r}")
+        return {**job.to_dict(), "detail": scrub(job.detail, secrets)}
+
+    @app.get("/papers")
+    def papers() -> Any:
+        snap = need_lab().index.snapshot
+        return {
+            "n_papers": len(snap.papers),
+            "n_chunks": snap.n_chunks,
+            "papers": [
+                {"arxiv_id": p.paper_id, "title": p.title, "source": p.source,
+                 "n_chunks": p.n_chunks, "added_at": p.added_at}
+                for p in snap.papers
+            ],  # fmt: skip
+        }
+
+    static = resources.files("rag.serve") / "static"
+    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(str(static / "index.html"), media_type="text/html")
+
+    guarded = Guard(
+        app,
+        api_key=key or None,
+        per_minute=serve.rate_limit_per_minute,
+        burst=serve.rate_burst,
+        max_body=serve.max_body_bytes,
+        max_upload=serve.max_upload_bytes,
+    )
+    guarded.fastapi = app  # type: ignore[attr-defined]
+    return guarded  # type: ignore[return-value]
+
+
+def _sse(
+    first: tuple[str, Any],
+    events: Iterator[tuple[str, Any]],
+    extra: dict[str, Any],
+    secrets: tuple[str, ...],
+):
+    def ev(name: str, data: Any) -> bytes:
+        return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+    yield ev("retrieval", {"sources": first[1], **extra})
+    try:
+        for kind, payload in events:
+            if kind == "answer":
+                for i, word in enumerate(payload.text.split(" ")):
+                    yield ev("token", {"text": word if i == 0 else " " + word})
+            elif kind == "result":
+                d = payload.to_dict()
+                yield ev("citations", {"citations": d["citations"], "refused": d["refused"]})
+                yield ev("done", {**d, **extra})
+    except Exception as e:  # the status line is sent already: report the failure as an event
+        log.exception("stream failed")
+        yield ev("error", {"error": type(e).__name__, "detail": scrub(str(e), secrets)})
