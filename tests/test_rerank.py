@@ -9,7 +9,9 @@ import pytest
 
 from rag.errors import ConfigError, RetrievalError
 from rag.ir import Reranker
-from rag.retrieval.rerank import CrossEncoderReranker, EmbedderReranker
+from rag.retrieval.ict import load_ict_reranker
+from rag.retrieval.registry import load_reranker
+from rag.retrieval.rerank import CrossEncoderReranker, EmbedderReranker, FirstStageFusion
 from tests.conftest import build_tiny_bert
 
 WORDS = "dense sparse retrieval bm25 passage query rerank fusion model paper the a of is".split()
@@ -204,3 +206,96 @@ def test_fuse_prefix_wraps_any_reranker(tmp_path):
 
     with pytest.raises(ConfigError, match="not available locally"):
         load_reranker(f"fuse:cross-encoder:{tmp_path / 'none'}")
+
+
+# -- conformance: one contract over every reranker (like the retriever one in test_retrieve) ----
+
+CONTRACT_QUERY = "dense passage retrieval"
+CONTRACT_TEXTS = [
+    "dense passage retrieval model",
+    "bm25 sparse retrieval",
+    "the paper of fusion",
+    "rerank the query passage",
+    "a model of the paper",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_ict_model(tmp_path_factory):
+    """A tiny ICT cross-encoder trained for two steps, saved where ``load_ict_reranker`` reads."""
+    from rag.retrieval.ict import ICTSettings, make_examples, train
+    from tests.test_ict import TOPICS, _chunks
+
+    d = tmp_path_factory.mktemp("ict")
+    words = [".", *sorted({w for s in sum(TOPICS.values(), []) for w in s.split()})]
+    build_tiny_bert(d / "base", words, classifier=False, max_positions=128)
+    s = ICTSettings(n_examples=8, negatives=2, batch_groups=4, max_length=64)
+    train(make_examples(_chunks(), s), d / "ict", s, base=d / "base", show_progress=False)
+    return d / "ict"
+
+
+def _hash(name, dim, salt):
+    from tests.test_retrieve import HashEmbedder
+
+    return HashEmbedder(name, dim, salt)
+
+
+#: name -> (factory(tiny cross-encoder folder, tiny ICT folder), how a score depends on the pool):
+#: "pointwise" on its own text only, "pool" on the set of texts (not their order), "position" on
+#: the text's first-stage position too.
+RERANKERS = {
+    "cross-encoder": (lambda ce, ict: CrossEncoderReranker(ce, max_length=32), "pointwise"),
+    "cross-encoder-by-name": (lambda ce, ict: load_reranker(f"cross-encoder:{ce}"), "pointwise"),
+    "embedder": (
+        lambda ce, ict: EmbedderReranker(_hash("h", 32, "a"), disk_cache=False),
+        "pointwise",
+    ),
+    "embedder-ensemble": (
+        lambda ce, ict: EmbedderReranker(
+            [_hash("h1", 32, "a"), _hash("h2", 48, "b")], disk_cache=False
+        ),
+        "pool",  # z-scores over the pool
+    ),
+    "ict": (lambda ce, ict: load_ict_reranker(ict, max_length=64), "pointwise"),
+    "fuse-cross-encoder": (
+        lambda ce, ict: FirstStageFusion(CrossEncoderReranker(ce, max_length=32)),
+        "position",
+    ),
+    "fuse-embedder": (
+        lambda ce, ict: FirstStageFusion(EmbedderReranker(_hash("h", 32, "a"), disk_cache=False)),
+        "position",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RERANKERS))
+def test_reranker_conformance(kind, tiny_cross_encoder, tiny_ict_model, tmp_cache):
+    """The interface every reranker keeps (STYLE.md §6): a Reranker with a name, one finite
+    float per text in the order given, deterministic, nothing for no texts."""
+    factory, depends_on = RERANKERS[kind]
+    rr = factory(tiny_cross_encoder[0], tiny_ict_model)
+    assert isinstance(rr, Reranker)
+    assert isinstance(rr.name, str) and rr.name
+    texts, n = CONTRACT_TEXTS, len(CONTRACT_TEXTS)
+    scores = rr.score(CONTRACT_QUERY, texts)
+    assert isinstance(scores, list) and len(scores) == n
+    assert all(isinstance(x, float) and math.isfinite(x) for x in scores)
+    assert len(set(scores)) > 1, "the scores tell the texts apart"
+    assert rr.score(CONTRACT_QUERY, texts) == scores, "deterministic"
+    assert rr.score(CONTRACT_QUERY, []) == []
+    assert len(rr.score(CONTRACT_QUERY, texts[:2])) == 2
+    back = rr.score(CONTRACT_QUERY, texts[::-1])
+    alone = [rr.score(CONTRACT_QUERY, [t])[0] for t in texts]
+    if depends_on in ("pointwise", "pool"):
+        # "in the order given": reversing the texts reverses their scores
+        assert back[::-1] == pytest.approx(scores, rel=1e-5, abs=1e-6)
+    if depends_on == "pointwise":  # a text scored alone keeps its score from the batch
+        assert alone == pytest.approx(scores, rel=1e-5, abs=1e-6)
+    if depends_on == "pool":  # alone, every z-score is 0 (sd = 0 is defined as 0, never NaN)
+        assert alone == [0.0] * n
+    if depends_on == "position":
+        # RRF (k=60) of the first-stage position and the inner rank: each term lies in
+        # [1/(60+n), 1/61], the first text's first-stage term is 1/61, and alone a text is 2/61
+        assert all(2 / (60 + n) <= x <= 2 / 61 for x in scores)
+        assert scores[0] >= 1 / 61 + 1 / (60 + n)
+        assert alone == pytest.approx([2 / 61] * n)
