@@ -1,4 +1,4 @@
-"""The ``rag`` command: run the report, check profiles, list models, benchmark.
+"""The ``rag`` command: run the report, check profiles, list models, benchmark, ask and serve.
 
 Each subcommand is a thin shell over a package function, so notebooks and tests call the same code.
 """
@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--max-papers", type=int, default=0, help="first N papers (0: all)")
     t.set_defaults(func=_cmd_train_ict)
+    from rag.serve.commands import add_parsers as add_serve_parsers
+
+    add_serve_parsers(sub)  # search, ask, chat, serve (issue 10)
     return p
 
 

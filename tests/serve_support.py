@@ -1,7 +1,7 @@
 """Helpers for the service tests: a tiny served index over hand-made chunks, a hashing embedder.
 
 The hashing embedder (bag of hashed word unigrams, 64-d, L2-normalised) stands in for MiniLM so the
-TestClient tests run in seconds; the end-to-end tests run the real ``rag serve`` with the real model.
+TestClient tests run in seconds; the end-to-end tests run the real ``rag serve`` and model.
 """
 
 from __future__ import annotations

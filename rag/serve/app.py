@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
@@ -61,8 +61,10 @@ def create_app(
     settings: LabSettings | None = None,
     serve: ServeSettings | None = None,
     api_key: str | None = None,
+    loader: Callable[[Callable[[str], None]], Lab] | None = None,
 ) -> FastAPI:
-    """The service. ``lab`` injected: ready at once; else loaded from ``settings`` in the lifespan.
+    """The service. ``lab`` injected: ready at once; else loaded in the lifespan, on a thread, by
+    ``loader(status)`` (default :func:`rag.serve.engine.load_lab` over ``settings``).
 
     ``api_key`` defaults to ``$RAG_API_KEY`` (unset or empty: no key required).
     """
@@ -82,10 +84,14 @@ def create_app(
 
     def load() -> None:
         try:
+
             def status(s: str) -> None:
                 state.cause = s
 
-            start_worker(load_lab(settings or LabSettings(), serve, status))
+            if loader is not None:
+                start_worker(loader(status))
+            else:
+                start_worker(load_lab(settings or LabSettings(), serve, status))
             log.info("ready: %d papers, %d chunks", len(state.lab.index.snapshot.papers),
                      state.lab.index.snapshot.n_chunks)  # fmt: skip
         except Exception as e:  # reported by /ready; the process stays up for /health
@@ -164,7 +170,9 @@ def create_app(
             return {**the_lab.ask(query, **kw).to_dict(), **extra}
         events = the_lab.ask_events(query, **kw)
         first = next(events)  # a bad answerer or retriever fails here, as JSON, not mid-stream
-        return StreamingResponse(_sse(first, events, extra, secrets), media_type="text/event-stream")
+        return StreamingResponse(
+            _sse(first, events, extra, secrets), media_type="text/event-stream"
+        )
 
     @app.post("/ask", response_model=m.AskResponse)
     def ask(req: m.AskRequest) -> Any:
@@ -219,8 +227,13 @@ def create_app(
             "n_papers": len(snap.papers),
             "n_chunks": snap.n_chunks,
             "papers": [
-                {"arxiv_id": p.paper_id, "title": p.title, "source": p.source,
-                 "n_chunks": p.n_chunks, "added_at": p.added_at}
+                {
+                    "arxiv_id": p.paper_id,
+                    "title": p.title,
+                    "source": p.source,
+                    "n_chunks": p.n_chunks,
+                    "added_at": p.added_at,
+                }
                 for p in snap.papers
             ],  # fmt: skip
         }

@@ -67,7 +67,7 @@ class LabSettings(BaseModel):
 
 
 class ServeSettings(BaseModel):
-    """Limits and policies of the HTTP service (the components' settings are :class:`LabSettings`)."""
+    """Limits and policies of the HTTP service (components' settings: :class:`LabSettings`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -94,7 +94,9 @@ def _literal(default: str, name: str) -> Any:
     try:
         return ast.literal_eval(default)
     except (ValueError, SyntaxError) as e:
-        raise ConfigError(f"notebook parameter {name!r} has a non-literal default {default!r}") from e
+        raise ConfigError(
+            f"notebook parameter {name!r} has a non-literal default {default!r}"
+        ) from e
 
 
 def profile_settings(profile: str = "default", **overrides: Any) -> LabSettings:

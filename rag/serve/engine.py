@@ -220,14 +220,18 @@ class Lab:
         t2 = time.perf_counter()
         return r.name, hits, ctx, {"retrieval": (t1 - t0) * 1000, "context": (t2 - t1) * 1000}
 
-    def _judge(self, answer: Answer, ctx: Context) -> dict[str, Any]:
+    def _verdicts(self, answer: Answer, ctx: Context) -> dict[str, Any]:
         j = self.judge().judge_answer(answer.text, context_text(ctx))
         return {
             "status": j.status,
             "judge": j.judge,
             "claims": [
-                {"claim": c.claim, "label": c.verdict.label, "score": c.verdict.score,
-                 "reason": c.verdict.reason}
+                {
+                    "claim": c.claim,
+                    "label": c.verdict.label,
+                    "score": c.verdict.score,
+                    "reason": c.verdict.reason,
+                }
                 for c in j.claims
             ],  # fmt: skip
         }
@@ -272,7 +276,7 @@ class Lab:
         verdicts = None
         if judge:
             t0 = time.perf_counter()
-            verdicts = self._judge(answer, ctx)
+            verdicts = self._verdicts(answer, ctx)
             ms["judge"] = (time.perf_counter() - t0) * 1000
         ms["total"] = sum(ms.values())
         yield "result", AskResult(question, name, hits, ctx, answer, verdicts, ms)

@@ -147,7 +147,7 @@ class Guard:
             if wait > 0:
                 await send_json(
                     send, 429,
-                    {"error": "rate limited", "detail": f"too many requests; retry in {wait:.1f} s"},
+                    {"error": "rate limited", "detail": f"too many requests; retry in {wait:.1f}s"},
                     [(b"retry-after", str(math.ceil(wait)).encode())],
                 )  # fmt: skip
                 return

@@ -253,7 +253,9 @@ class ServedIndex:
             progress("chunking")
             chunks = chunk_corpus([parsed], self.chunking)
             if not chunks:
-                raise IndexBuildError(f"{parsed.paper_id}: no text to index (parse: {parsed.status})")
+                raise IndexBuildError(
+                    f"{parsed.paper_id}: no text to index (parse: {parsed.status})"
+                )
             progress("embedding")
             ids = [c.chunk_id for c in chunks]
             vectors = embed_texts(ids, [c.text for c in chunks], self.embedder, show_progress=False)

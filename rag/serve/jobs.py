@@ -146,7 +146,9 @@ class IngestWorker:
             job.added_chunks = index.add_paper(
                 parsed, paper.title, "arxiv", sha256=out.sha256, progress=_stage(job)
             )
-            job.detail = f"added {job.added_chunks} chunks" if job.added_chunks else "already served"
+            job.detail = (
+                f"added {job.added_chunks} chunks" if job.added_chunks else "already served"
+            )
 
         return self._submit(re.sub(r"v\d+$", "", arxiv_id), work)
 

@@ -1,0 +1,176 @@
+"""``rag search``, ``rag ask``, ``rag chat`` and ``rag serve``: thin shells over :class:`Lab`.
+
+Importing this module is cheap (the CLI builds its parser from it); models, the index and
+FastAPI load only when a command runs. Every command builds or loads the index from the same cache
+the notebooks use, so a first run on a profile the report has run does no embedding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import textwrap
+from typing import Any
+
+RETRIEVERS = ("dense", "bm25", "hybrid", "rerank", "multi-query", "hyde")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="default", help="params/<profile>.yaml (default: default)")
+    p.add_argument("--papers", nargs="+", metavar="ID", help="serve only these pinned arXiv ids")
+    p.add_argument("--index-dir", default="", help="served index folder (default: in the cache)")
+
+
+def _lab(args: argparse.Namespace, **serve_kw: Any):
+    from rag.serve.config import ServeSettings, profile_settings
+    from rag.serve.engine import load_lab
+
+    settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()))
+    return load_lab(settings, ServeSettings(index_dir=args.index_dir, **serve_kw),
+                    preload_reranker=False)  # fmt: skip
+
+
+def _snippet(text: str, width: int = 96, lines: int = 2) -> str:
+    short = textwrap.shorten(" ".join(text.split()), width * lines, placeholder=" …")
+    return textwrap.indent(short, "    ")
+
+
+def _where(d: dict[str, Any]) -> str:
+    sec = f", {d['section']}" if d.get("section") else ""
+    return f"arXiv:{d['arxiv_id']}, p. {d['page']}{sec}"
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    hits, meta = _lab(args).search(args.query, args.k, args.retriever, args.per_paper_cap)
+    if args.json:
+        print(json.dumps({"query": args.query, "hits": hits, **meta}, indent=1))
+        return 0
+    print(f"{meta['retriever']}: {len(hits)} hits in {meta['latency_ms']:.1f} ms")
+    for i, h in enumerate(hits, 1):
+        print(f"{i:>2}. {h['score']:.4f}  {h['title'] or '(untitled)'} ({_where(h)})")
+        print(_snippet(h["text"]))
+    return 0
+
+
+def print_answer(d: dict[str, Any]) -> None:
+    """An answer with its numbered sources and, when judged, a verdict per claim."""
+    print(d["answer"])
+    print("\nSources:")
+    for c in d["citations"]:
+        mark = "*" if c["cited"] else " "
+        print(f"{mark}[{c['n']}] {c['title'] or '(untitled)'} ({_where(c)})")
+        print(_snippet(c["quote"]))
+    if d.get("judgement"):
+        j = d["judgement"]
+        print(f"\nJudge ({j['judge']}): {j['status']}")
+        for c in j["claims"]:
+            print(f"  {c['label']:<11} {c['claim']}")
+    ms = d["latency_ms"]
+    print("\n" + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()))
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    r = _lab(args).ask(
+        args.question, k=args.k, retriever=args.retriever, answerer=args.answerer, judge=args.judge
+    )
+    d = r.to_dict()
+    if args.json:
+        print(json.dumps(d, indent=1))
+    else:
+        print_answer(d)
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    lab = _lab(args)
+    history: list[dict[str, str]] = []
+    print("Ask about the corpus; an empty line or Ctrl-D ends the chat.", file=sys.stderr)
+    for line in sys.stdin:
+        msg = line.strip()
+        if not msg:
+            break
+        history.append({"role": "user", "content": msg})
+        rw = lab.rewrite(history, bypass=args.bypass_rewrite, model=args.rewrite_model)
+        tag = f"rewritten by {rw.rewriter}" if rw.rewritten else f"not rewritten: {rw.reason}"
+        print(f"» {rw.query}   ({tag})")
+        r = lab.ask(rw.query, k=args.k, retriever=args.retriever, answerer=args.answerer,
+                    judge=args.judge)  # fmt: skip
+        print_answer(r.to_dict())
+        print()
+        history.append({"role": "assistant", "content": r.answer.text})
+        sys.stdout.flush()
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from rag.serve.app import API_KEY_ENV, create_app
+    from rag.serve.config import ServeSettings, profile_settings
+    from rag.serve.guard import ScrubFilter
+
+    key = os.environ.get(API_KEY_ENV, "")
+    scrubber = ScrubFilter((key,) if key else ())
+    for h in logging.getLogger().handlers:
+        h.addFilter(scrubber)
+    settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()))
+    serve = ServeSettings(
+        index_dir=args.index_dir,
+        allow_network=not args.offline,
+        rate_limit_per_minute=args.rate_limit,
+    )
+    app = create_app(settings=settings, serve=serve)
+    log_config = uvicorn.config.LOGGING_CONFIG
+    for cfg in log_config["handlers"].values():
+        cfg.setdefault("filters", []).append("scrub")
+    log_config["filters"] = {"scrub": {"()": ScrubFilter, "secrets": (key,) if key else ()}}
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                log_config=log_config, access_log=not args.no_access_log)  # fmt: skip
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register ``search``, ``ask``, ``chat`` and ``serve`` on the ``rag`` command."""
+    s = sub.add_parser("search", help="ranked hits for a query (the report's retrievers)")
+    s.add_argument("query")
+    s.add_argument("-k", type=int, default=5, help="hits (default 5)")
+    s.add_argument("--retriever", default="hybrid", choices=RETRIEVERS)
+    s.add_argument("--per-paper-cap", type=int, default=None, help="max hits per paper")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    _common(s)
+    s.set_defaults(func=cmd_search)
+
+    a = sub.add_parser("ask", help="answer a question with [n] citations")
+    a.add_argument("question")
+    a.add_argument("--answerer", default="extractive",
+                   help="extractive | smollm2-135m | an API model (see `rag models`)")  # fmt: skip
+    a.add_argument("--judge", action="store_true", help="the offline judge's verdict per claim")
+    a.add_argument("-k", type=int, default=None, help="chunks retrieved (default: the profile's)")
+    a.add_argument("--retriever", default=None, choices=RETRIEVERS)
+    a.add_argument("--json", action="store_true", help="machine-readable output")
+    _common(a)
+    a.set_defaults(func=cmd_ask)
+
+    c = sub.add_parser("chat", help="interactive questions with follow-up rewriting")
+    c.add_argument("--answerer", default="extractive")
+    c.add_argument("--judge", action="store_true")
+    c.add_argument("-k", type=int, default=None)
+    c.add_argument("--retriever", default=None, choices=RETRIEVERS)
+    c.add_argument("--rewrite-model", default=None, help="LLM rewriter (default: the rules)")
+    c.add_argument("--bypass-rewrite", action="store_true", help="retrieve with what you type")
+    _common(c)
+    c.set_defaults(func=cmd_chat)
+
+    v = sub.add_parser("serve", help="the HTTP service and demo page (FastAPI + uvicorn)")
+    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--port", type=int, default=8000)
+    v.add_argument("--offline", action="store_true", help="ingest from the cache/mirror only")
+    v.add_argument("--rate-limit", type=int, default=600,
+                   help="requests per minute per client (0: off; default 600)")  # fmt: skip
+    v.add_argument("--log-level", default="info")
+    v.add_argument("--no-access-log", action="store_true")
+    _common(v)
+    v.set_defaults(func=cmd_serve)
