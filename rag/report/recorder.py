@@ -1,7 +1,7 @@
 """What a notebook writes: figures, tables and ``metrics.json`` under the run's output folder.
 
 Notebooks call a :class:`Recorder` instead of building paths themselves, so every notebook lays its
-outputs out the same way: ``<output_dir>/<notebook>/{metrics.json, figures/*.png, tables/*.csv}``.
+outputs out the same way: ``<output_dir>/<notebook>/{metrics.json, summary.json, figures/*.{png,svg}, tables/*.csv}``.
 """
 
 from __future__ import annotations
@@ -43,27 +43,49 @@ class Recorder:
         (self.dir / "tables").mkdir(parents=True, exist_ok=True)
         self.notebook = notebook
 
-    def figure(self, fig: Any, name: str) -> Any:
-        """Save a matplotlib figure as ``figures/<name>.png`` and return it for display."""
+    def figure(self, fig: Any, name: str) -> None:
+        """Save a matplotlib figure as ``figures/<name>.png`` and ``.svg`` (the notebook shows it).
+
+        Returns ``None`` so that a cell ending with this call echoes nothing; the inline backend
+        still displays the figure. The SVG is deterministic (fixed hash salt, no date).
+        """
+        import matplotlib
+
         fig.savefig(
             self.dir / "figures" / f"{name}.png",
             dpi=110,
             bbox_inches="tight",
             metadata={"Software": None},
         )
-        return fig
+        with matplotlib.rc_context({"svg.hashsalt": f"rag-{name}"}):
+            fig.savefig(
+                self.dir / "figures" / f"{name}.svg",
+                bbox_inches="tight",
+                metadata={"Date": None, "Creator": None},
+            )
+        return None
 
     def table(self, df: Any, name: str, *, index: bool = False) -> Any:
         """Save a DataFrame as ``tables/<name>.csv`` and return it for display."""
         df.to_csv(self.dir / "tables" / f"{name}.csv", index=index, float_format="%.6g")
         return df
 
-    def metrics(self, metrics: dict[str, Any], *, headline: dict[str, Any] | None = None) -> Path:
-        """Write ``metrics.json``; ``headline`` (a few named numbers) is shown on the index page."""
+    def metrics(self, metrics: dict[str, Any], *, headline: dict[str, Any] | None = None) -> None:
+        """Write ``metrics.json``; ``headline`` (a few named numbers, or groups of them as nested
+        dicts) is shown on the index page. Returns ``None``: a record cell echoes nothing."""
         payload = _jsonable({**metrics, "headline": headline or {}})
         path = self.dir / "metrics.json"
         path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        return path
+        return None
+
+    def summary(self, answer: str, *, figure: str | None = None) -> None:
+        """Write ``summary.json``: the notebook's answer in one sentence (computed from the same
+        numbers as ``metrics.json``) and the name of its key figure, for the index page."""
+        payload = {"answer": answer, "figure": figure}
+        (self.dir / "summary.json").write_text(
+            json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        return None
 
 
 def read_metrics(output_dir: str | Path, notebook: str) -> dict[str, Any]:

@@ -2,9 +2,12 @@
 
 Layout of one run (``outputs/<profile>/``)::
 
-    index.html               links every notebook, its headline numbers and parameters
+    index.html               the post's front page (rag.report.index_page)
     run.json                 parameters, git commit, package versions, wall time per notebook
-    NN_name.ipynb / .html    the executed notebook and its rendering
+    NN_name.ipynb            the executed notebook
+    NN_name.html             its published rendering (no code, no stderr; rag.report.render)
+    NN_name.code.html        the rendering with every cell's code
+    logs/NN_name.log         progress bars, warnings and log records of its kernel
     NN_name/metrics.json     numbers the notebook recorded (plus figures/ and tables/)
 
 A failed notebook is still rendered with its error cell, and the runner stops with a
@@ -14,7 +17,6 @@ through :mod:`rag.report.publish` before it is written.
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import os
@@ -27,11 +29,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rag import paths
 from rag.errors import NotebookError
-from rag.report import profiles, publish
+from rag.report import index_page, profiles, publish, quiet, render
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +115,9 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def render_html(ipynb: Path, html_path: Path) -> None:
-    """Render an executed notebook to standalone HTML (figures embedded)."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    nb = nbformat.read(ipynb, as_version=4)
-    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
-    html_path.write_text(body, encoding="utf-8")
+def render_html(ipynb: Path, notebooks: list[str] | None = None) -> tuple[Path, Path]:
+    """Render an executed notebook twice: the published page and the page with code."""
+    return render.render_notebook(ipynb, notebooks)
 
 
 def _execute(src: Path, dst: Path, params: dict[str, Any], kernel: str) -> None:
@@ -189,6 +184,9 @@ def run_report(
         log.info("running %s", nb.name)
         print(f"[runner] {nb.stem}: executing with profile '{profile}'", flush=True)
         t0 = time.perf_counter()
+        # progress bars and warnings of this kernel go to its log, not into the page
+        os.environ[quiet.LOG_ENV] = str(out / "logs" / f"{nb.stem}.log")
+        (out / "logs" / f"{nb.stem}.log").unlink(missing_ok=True)
         try:
             _execute(nb, dst, rec.parameters, kernel)
             rec.status = "ok"
@@ -199,15 +197,19 @@ def run_report(
         rec.wall_s = round(time.perf_counter() - t0, 2)
         if dst.exists():
             scrubbed.merge(publish.scrub_file(dst, strict=strict))
-            render_html(dst, dst.with_suffix(".html"))
-            scrubbed.merge(publish.scrub_file(dst.with_suffix(".html"), strict=strict))
+            for page in render_html(dst, [n.stem for n in profiles.notebook_paths()]):
+                scrubbed.merge(publish.scrub_file(page, strict=strict))
+        os.environ.pop(quiet.LOG_ENV, None)
+        log_file = out / "logs" / f"{nb.stem}.log"
+        if log_file.exists():  # the log is not a page, but it is published beside the pages
+            scrubbed.merge(publish.scrub_file(log_file))
         print(f"[runner] {nb.stem}: {rec.status} in {rec.wall_s:.1f}s", flush=True)
         if failure:
             break
 
     listed = _merge_previous(out, runs) if only else runs
     _write_run_json(out, profile, listed, scrubbed, started)
-    _write_index(out, profile, listed)
+    index_page.write_index(out, profile, listed)
     for f in (out / "run.json", out / "index.html"):
         scrubbed.merge(publish.scrub_file(f, strict=strict))
     if scrubbed:
@@ -253,57 +255,3 @@ def _write_run_json(
     (out / "run.json").write_text(
         json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
     )
-
-
-def _headline(out: Path, stem: str) -> dict[str, Any]:
-    path = out / stem / "metrics.json"
-    if not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8")).get("headline", {})
-    except json.JSONDecodeError:
-        return {}
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.3f}"
-    return str(v)
-
-
-def _write_index(out: Path, profile: str, runs: list[NotebookRun]) -> None:
-    rows = []
-    for r in runs:
-        head = _headline(out, r.name)
-        head_html = (
-            "<br>".join(f"{html.escape(k)}: <b>{html.escape(_fmt(v))}</b>" for k, v in head.items())
-            or "–"
-        )
-        params_yaml = yaml.safe_dump(r.parameters, sort_keys=True).strip()
-        status = r.status if not r.error else f"{r.status}: {r.error}"
-        rows.append(
-            f"<tr><td><a href='{r.name}.html'>{html.escape(r.name)}</a><br>"
-            f"<small><a href='{r.name}.ipynb'>ipynb</a> · "
-            f"<a href='{r.name}/metrics.json'>metrics.json</a></small></td>"
-            f"<td>{html.escape(status)}</td><td>{r.wall_s:.1f}&nbsp;s</td><td>{head_html}</td>"
-            f"<td><pre>{html.escape(params_yaml)}</pre></td></tr>"
-        )
-    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
-    page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<title>arXiv RAG Lab — {html.escape(profile)} report</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
-table{{border-collapse:collapse;width:100%}}
-td,th{{border:1px solid #ccc;padding:.5em;vertical-align:top;text-align:left}}
-pre{{margin:0;font-size:.8em;white-space:pre-wrap}}</style></head><body>
-<h1>arXiv RAG Lab — profile <code>{html.escape(profile)}</code></h1>
-<p>Commit <code>{html.escape(commit)}</code>.
-Reproduce with <code>make report PROFILE={html.escape(profile)}</code>
-(or <code>rag report --profile {html.escape(profile)}</code>).
-Run details: <a href="run.json">run.json</a>.</p>
-<table><tr><th>notebook</th><th>status</th><th>wall time</th><th>headline numbers</th>
-<th>parameters</th></tr>
-{"".join(rows)}
-</table></body></html>
-"""
-    (out / "index.html").write_text(page, encoding="utf-8")
