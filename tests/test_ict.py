@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -156,3 +157,24 @@ def test_boundary_sentences_and_captions_are_not_pseudo_queries():
     chunks = [Chunk(f"{p}-c", p, "fixed", text, "Results", 1, 1, 0, len(text), 60) for p in "ab"]
     with pytest.raises(ConfigError, match="usable pseudo-query"):
         make_examples(chunks, ICTSettings(n_examples=2))
+
+
+def test_training_learns_to_rank_the_positive_first(tiny_base, tmp_path):
+    """A short run on the tiny corpus learns something: the loss falls from chance (ln 3 = 1.0986
+    for one positive among three) and the saved reranker puts the positive above both negatives
+    on most training groups (chance: 1 in 3). Measured: loss 1.094 -> 0.19 over 40 steps, 16/16."""
+    s = ICTSettings(
+        n_examples=16, negatives=2, batch_groups=4, max_length=128, lr=5e-3, epochs=10, warmup=0.0
+    )
+    ex = make_examples(_chunks(), s)
+    rec = train(ex, tmp_path / "ict", s, base=tiny_base, show_progress=False)
+    assert rec["steps"] == 40 and rec["chance_top1"] == pytest.approx(1 / 3, abs=1e-4)
+    first, last = rec["loss_by_tenth"][0], rec["loss_by_tenth"][-1]
+    assert first == pytest.approx(math.log(3), abs=0.05), "starts at chance"
+    assert last < 0.5 < first
+    rr = load_ict_reranker(tmp_path / "ict", max_length=128)
+    top = 0
+    for e in ex:
+        scores = rr.score(e.query, [e.positive, *e.negatives])
+        top += scores[0] > max(scores[1:])
+    assert top >= 13, f"positive first on {top}/16 training groups"
