@@ -60,8 +60,19 @@ class ScrubFilter(logging.Filter):
         super().__init__()
         self.secrets = secrets
 
+    def _one(self, value: Any) -> Any:
+        return scrub(value, self.secrets) if isinstance(value, str) else value
+
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = scrub(record.getMessage(), self.secrets), None
+        # Arguments keep their shape: formatters such as uvicorn's access log unpack them.
+        record.msg = self._one(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(self._one(a) for a in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {k: self._one(v) for k, v in record.args.items()}
+        if record.exc_info and not record.exc_text:
+            record.exc_text = scrub(logging.Formatter().formatException(record.exc_info),
+                                    self.secrets)  # fmt: skip
         return True
 
 
