@@ -5,7 +5,10 @@ sends it) and versioned PDFs (``/pdf/<id><version>``), records every request wit
 time, and misbehaves on demand, per PDF, request by request: ``429`` (with ``Retry-After``),
 ``503``, ``reset`` (close without answering), ``cut`` (send Content-Length, then half the body,
 then close), ``hang`` (answer after ``hang_s``), ``slow`` (trickle the body over ``slow_s``),
-``html`` (a 200 page that is not a PDF). Once a PDF's plan is used up it is served normally.
+``html`` (a 200 page that is not a PDF), ``pair`` (two clients fetching one PDF at once: the
+first request waits up to ``pair_wait_s`` for a second one, then trickles over ``slow_s``; the
+second starts 0.7 ``slow_s`` later and trickles ten times slower, as two connections of unequal
+speed would). Once a PDF's plan is used up it is served normally.
 """
 
 from __future__ import annotations
@@ -60,10 +63,13 @@ class FakeArxiv:
     retry_after: str = "1"
     hang_s: float = 1.0
     slow_s: float = 1.0
+    pair_wait_s: float = 8.0
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self._pairs: dict[str, int] = {}
+        self._paired = threading.Condition()
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -172,22 +178,36 @@ class FakeArxiv:
             time.sleep(self.hang_s)
             self._send(h, 200, body, "application/pdf")
         elif action == "slow":
-            h.send_response(200)
-            h.send_header("Content-Type", "application/pdf")
-            h.send_header("Content-Length", str(len(body)))
-            h.end_headers()
-            step = max(1, len(body) // 10)
-            try:
-                for i in range(0, len(body), step):
-                    h.wfile.write(body[i : i + step])
-                    h.wfile.flush()
-                    time.sleep(self.slow_s / 10)
-            except (BrokenPipeError, ConnectionResetError):
-                h.close_connection = True
+            self._trickle(h, body, self.slow_s)
+        elif action == "pair":
+            with self._paired:
+                self._pairs[key] = arrival = self._pairs.get(key, 0) + 1
+                self._paired.notify_all()
+                if arrival == 1:
+                    self._paired.wait_for(lambda: self._pairs[key] >= 2, self.pair_wait_s)
+            if arrival > 1:
+                time.sleep(0.7 * self.slow_s)
+            self._trickle(h, body, self.slow_s * (1 if arrival == 1 else 10))
         elif action == "html":
             self._send(h, 200, b"<html>PDF being generated</html>", "text/html")
         else:
             self._send(h, 200, body, "application/pdf")
+
+    @staticmethod
+    def _trickle(h: BaseHTTPRequestHandler, body: bytes, seconds: float) -> None:
+        """Send ``body`` in ten pieces spread over ``seconds``."""
+        h.send_response(200)
+        h.send_header("Content-Type", "application/pdf")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        step = max(1, len(body) // 10)
+        try:
+            for i in range(0, len(body), step):
+                h.wfile.write(body[i : i + step])
+                h.wfile.flush()
+                time.sleep(seconds / 10)
+        except (BrokenPipeError, ConnectionResetError):
+            h.close_connection = True
 
     @staticmethod
     def _send(

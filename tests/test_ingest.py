@@ -215,9 +215,11 @@ def test_unreachable_arxiv_without_mirror_says_how_to_fix(corpus, session, tmp_p
         ingest(papers, s, session=session)
     written = json.loads(summary_path.read_text())
     assert written["counts"]["failed"] == 4
-    # only the first paper spent attempts; the rest fail fast with the same advice
-    assert [p["attempts"] for p in written["papers"]] == [2, 0, 0, 0]
+    # a refused connection is not retried (issue 15); the rest are not tried, each with its own URL
+    assert [p["attempts"] for p in written["papers"]] == [1, 0, 0, 0]
     assert all("RAG_PDF_MIRROR" in r for r in written["failures"].values())
+    for p in papers[1:]:
+        assert p.versioned_id in written["failures"][p.arxiv_id]
 
 
 def test_unreachable_arxiv_with_partial_mirror_reports_the_rest(corpus, session, tmp_path):

@@ -5,10 +5,12 @@ policy. Every request this client sends — metadata (export API, through the ``
 PDFs (the versioned URL ``<pdf_base_url>/<id><version>``) — goes through one :class:`RateLimiter`
 and one tenacity retry loop: exponential backoff ``initial * 2**(attempt-1)`` capped at
 ``backoff_max_s`` on 429/500/502/503/504, timeouts, connection resets and cut-short bodies, with
-``Retry-After`` honoured (waited at least that long). A PDF is written to ``.<name>.part`` in the
-destination folder and moved into place with ``os.replace`` only after its body is complete
-(Content-Length), starts with ``%PDF-`` and ends with ``%%EOF``, so a killed run never leaves a
-truncated PDF under the final name. Base URLs are settings so tests point the client at 127.0.0.1.
+``Retry-After`` honoured (waited at least that long). A refused connection or an unresolvable host
+fails at once (:class:`ArxivUnreachable`): retrying cannot help an offline machine. A PDF is
+written to ``.<name>.part`` in the destination folder and moved into place with ``os.replace``
+only after its body is complete (Content-Length), starts with ``%PDF-`` and ends with ``%%EOF``,
+so a killed run never leaves a truncated PDF under the final name. Base URLs are settings so
+tests point the client at 127.0.0.1.
 
 Why this module is long: the polite client's collaborators (a rate limiter kept across restarts,
 the retry policy, atomic downloads with PDF checks, search and bootstrap) serve one object and are
@@ -193,6 +195,49 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def _is_refused(exc: BaseException) -> bool:
+    """Nothing answers at all: connection refused or the host name does not resolve.
+
+    Not worth a retry ladder (an offline machine would wait 2+4+8+16 s per paper); a connect
+    *timeout* is, since it may be a slow network rather than none.
+    """
+    if isinstance(exc, requests.exceptions.ConnectionError) and not isinstance(
+        exc, requests.exceptions.ConnectTimeout
+    ):
+        for arg in exc.args:
+            if isinstance(arg, MaxRetryError) and isinstance(arg.reason, NewConnectionError):
+                return True
+    return False
+
+
+def _should_retry(exc: BaseException) -> bool:
+    """Transient failures are retried; a refused connection or a DNS failure is not."""
+    retryable = (
+        _Retryable,
+        requests.exceptions.Timeout,
+        requests.exceptions.ConnectionError,
+        requests.exceptions.ChunkedEncodingError,
+    )
+    return isinstance(exc, retryable) and not _is_refused(exc)
+
+
+def pdf_problem(path: Path) -> str | None:
+    """Why a local file is not a usable PDF ("empty", "not a PDF ...", "truncated ..."), or None."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(len(PDF_MAGIC))
+    except OSError as e:
+        return f"unreadable ({e.strerror or e})"
+    if size == 0:
+        return "empty file"
+    if head != PDF_MAGIC:
+        return f"not a PDF (starts with {head!r})"
+    if not looks_like_pdf(path):
+        return f"truncated (no %%EOF trailer in its {size:,} bytes)"
+    return None
+
+
 def _is_unreachable(exc: BaseException) -> bool:
     """A failure to connect at all (refused, DNS, connect timeout), as opposed to a reset."""
     if isinstance(exc, requests.exceptions.ConnectTimeout):
@@ -309,14 +354,7 @@ class ArxivClient:
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.settings.max_attempts),
             wait=self._wait,
-            retry=tenacity.retry_if_exception_type(
-                (
-                    _Retryable,
-                    requests.exceptions.Timeout,
-                    requests.exceptions.ConnectionError,
-                    requests.exceptions.ChunkedEncodingError,
-                )
-            ),
+            retry=tenacity.retry_if_exception(_should_retry),
             sleep=self._sleep,
             reraise=True,
             before_sleep=lambda st: log.warning(

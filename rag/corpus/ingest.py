@@ -6,11 +6,17 @@ see :mod:`rag.corpus.arxiv_client`) is reused without a request; else a PDF in t
 is downloaded politely. The sha256 is compared with the manifest: a mismatch (arXiv occasionally
 regenerates PDFs) is reported as ``changed`` and the file is kept; it is used for parsing when
 ``use_changed`` is true (the default — the text is the same submission) and listed in the summary
-either way, so no change is silently accepted. A PDF that will not download or parse is recorded
-with its reason and skipped; every requested paper appears in the summary exactly once.
+either way, so no change is silently accepted. A changed PDF whose page count or size contradicts
+the manifest beyond :data:`PAGES_TOLERANCE` / :data:`BYTES_TOLERANCE` is not a regenerated copy
+of the pinned paper but another file: it is refused by name, never parsed or indexed. A PDF that
+will not download or parse is recorded with its own reason (mirror file truncated or not a PDF,
+network unreachable, HTTP status, parse status) and skipped; every requested paper appears in the
+summary exactly once.
 
-One ingest per PDF folder at a time: the temp name ``.<id>.pdf.part`` is per paper, which is what
-makes a re-run after a kill overwrite (not accumulate) a half-written file.
+Concurrent ingests into one PDF folder are safe: each paper's fetch + parse holds a per-paper lock
+(:mod:`rag.corpus.lock`), since the temp name ``.<id>.pdf.part`` is per paper (which is what makes
+a re-run after a kill overwrite, not accumulate, a half-written file), and a parse is cached only
+from a file whose sha256 is checked right before and after parsing.
 
 Why this module is long: one resumable loop (cache, mirror, network, verify, parse) and the summary
 whose fields are that loop's states, plus its command line; the loop reads best whole.
@@ -37,9 +43,11 @@ from rag.corpus.arxiv_client import (
     ArxivClient,
     ArxivUnreachable,
     ClientSettings,
-    looks_like_pdf,
+    pdf_problem,
     sha256_file,
+    unreachable_hint,
 )
+from rag.corpus.lock import file_lock, lock_path
 from rag.corpus.manifest import Paper, load_manifest, write_manifest
 from rag.errors import ConfigError, DownloadError, RagError
 from rag.paths import cache_dir, default_mirror, display
@@ -54,7 +62,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Bumped when the summary's JSON layout changes.
-SUMMARY_FORMAT = 1
+SUMMARY_FORMAT = 2
+#: A changed PDF may differ from the manifest by this many pages (a regenerated PDF reflows a
+#: little) ...
+PAGES_TOLERANCE = 1
+#: ... and by this fraction of the manifest's byte size (other fonts and compression); beyond
+#: either it is refused as another file.
+BYTES_TOLERANCE = 0.25
 
 Source = Literal["cache", "mirror", "network"]
 Status = Literal["downloaded", "cached", "mirror", "changed", "failed", "parse_failed"]
@@ -100,6 +114,7 @@ class PaperOutcome:
     sha256: str | None = None
     bytes: int | None = None
     changed: bool = False
+    refused: bool = False
     used: bool = False
     attempts: int = 0
     reason: str | None = None
@@ -146,6 +161,11 @@ class IngestSummary:
         return [o.arxiv_id for o in self.outcomes if o.changed]
 
     @property
+    def refused(self) -> dict[str, str]:
+        """Changed PDFs refused because their pages or size contradict the manifest, with why."""
+        return {o.arxiv_id: o.reason or "" for o in self.outcomes if o.refused}
+
+    @property
     def parse_failures(self) -> dict[str, str]:
         """Papers fetched but not parsed, with the parser's status and error."""
         return {
@@ -161,6 +181,7 @@ class IngestSummary:
             "counts": self.counts,
             "failures": self.failures,
             "changed": self.changed,
+            "refused": self.refused,
             "parse_failures": self.parse_failures,
             "requests_sent": self.requests_sent,
             "wall_seconds": round(self.wall_seconds, 3),
@@ -188,24 +209,79 @@ def _default_parse_fn(parse_settings: ParseSettings | None) -> ParseFn:
     from rag.corpus.parse import ParseSettings, load_parsed
 
     ps = parse_settings if parse_settings is not None else ParseSettings()
-    return lambda path, sha: load_parsed(path, sha, ps)
+    return lambda path, sha: load_parsed(path, sha, ps, verify=True)
+
+
+def _page_count(path: Path) -> int | None:
+    import pymupdf
+
+    try:
+        with pymupdf.open(path) as doc:
+            return doc.page_count
+    except Exception:  # noqa: BLE001 - a PDF MuPDF cannot open has no page count to compare
+        return None
+
+
+def manifest_mismatch(paper: Paper, path: Path, size: int) -> str | None:
+    """Why a changed PDF is not the pinned paper (pages or size beyond tolerance), or None.
+
+    A regenerated arXiv PDF keeps its pages (within :data:`PAGES_TOLERANCE`) and roughly its size
+    (within :data:`BYTES_TOLERANCE`); another paper saved under this name does not.
+    """
+    problems = []
+    if paper.bytes:
+        rel = (size - paper.bytes) / paper.bytes
+        if abs(rel) > BYTES_TOLERANCE:
+            problems.append(
+                f"{size:,} bytes vs the manifest's {paper.bytes:,} ({rel:+.0%}; tolerance "
+                f"±{BYTES_TOLERANCE:.0%})"
+            )
+    if paper.pages:
+        pages = _page_count(path)
+        if pages is not None and abs(pages - paper.pages) > PAGES_TOLERANCE:
+            problems.append(
+                f"{pages} pages vs the manifest's {paper.pages} (tolerance ±{PAGES_TOLERANCE})"
+            )
+    if not problems:
+        return None
+    return (
+        f"refused: sha256 differs and {'; '.join(problems)}: not a regenerated copy of "
+        f"{paper.versioned_id}; replace {display(path)} with the pinned PDF"
+    )
+
+
+def _check_changed(paper: Paper, out: PaperOutcome, path: Path) -> None:
+    """Flag a changed PDF; refuse it (status failed, not used) when it contradicts the manifest."""
+    if not out.changed:
+        return
+    why = manifest_mismatch(paper, path, out.bytes or path.stat().st_size)
+    if why is None:
+        out.reason = "sha256 differs from the manifest (pages and size agree: regenerated PDF?)"
+        return
+    log.error("%s: %s", paper.arxiv_id, why)
+    out.status, out.refused, out.used, out.reason = "failed", True, False, why
 
 
 def _from_disk(
-    paper: Paper, path: Path, source: Source, settings: IngestSettings
+    paper: Paper, path: Path, source: Source, settings: IngestSettings, notes: list[str]
 ) -> PaperOutcome | None:
-    """An outcome for a usable local PDF, or None when there is none at ``path``."""
+    """An outcome for a usable local PDF, or None when there is none at ``path``.
+
+    A file that is there but unusable adds its problem to ``notes`` (for the paper's reason).
+    """
     if not path.is_file():
         return None
-    if not looks_like_pdf(path):
-        log.warning("%s: %s is not a complete PDF; ignoring it", paper.arxiv_id, display(path))
+    problem = pdf_problem(path)
+    if problem is not None:
+        log.warning("%s: %s is %s; ignoring it", paper.arxiv_id, display(path), problem)
+        notes.append(f"{source} file {display(path)} is {problem}")
         if source == "cache":
             # Only verified files are moved into the cache, so this one was put there by hand.
             path.unlink()
         return None
     sha = sha256_file(path)
     changed = paper.sha256 is not None and sha != paper.sha256
-    return PaperOutcome(
+    out = PaperOutcome(
         arxiv_id=paper.arxiv_id,
         version=paper.version,
         status="changed" if changed else ("cached" if source == "cache" else "mirror"),
@@ -217,6 +293,8 @@ def _from_disk(
         changed=changed,
         used=settings.use_changed or not changed,
     )
+    _check_changed(paper, out, path)
+    return out
 
 
 def _fetch(
@@ -224,39 +302,49 @@ def _fetch(
     settings: IngestSettings,
     client: ArxivClient,
     pdf_dir: Path,
-    unreachable: list[ArxivUnreachable],
+    unreachable: list[tuple[str, ArxivUnreachable]],
 ) -> tuple[PaperOutcome, Path | None]:
     """Cache → mirror → network for one paper."""
+    notes: list[str] = []
     cached = pdf_dir / paper.filename
-    out = _from_disk(paper, cached, "cache", settings)
+    out = _from_disk(paper, cached, "cache", settings, notes)
     if out is not None:
-        return out, cached
+        return out, (None if out.refused else cached)
     if settings.mirror is not None:
         mirrored = settings.mirror / paper.filename
-        out = _from_disk(paper, mirrored, "mirror", settings)
+        out = _from_disk(paper, mirrored, "mirror", settings, notes)
         if out is not None:
-            return out, mirrored
+            return (out, mirrored) if not out.refused else (out, None)
     base = PaperOutcome(
         arxiv_id=paper.arxiv_id,
         version=paper.version,
         status="failed",
         expected_sha256=paper.sha256,
     )
+
+    def because(reason: str) -> str:
+        return "; ".join([*notes, reason])
+
     if unreachable:
-        # One unreachable arXiv is enough: do not spend every paper's backoff budget on it.
-        base.reason = str(unreachable[0])
+        # One unreachable arXiv is enough: do not spend every paper's attempts on it. The reason
+        # names this paper's own URL and says it was not tried, and why.
+        first_id, _ = unreachable[0]
+        base.reason = because(
+            f"not tried (arXiv was unreachable for {first_id}): "
+            + unreachable_hint(client.pdf_url(paper))
+        )
         return base, None
     before = client.requests_sent
     try:
         got = client.download(paper, cached)
     except ArxivUnreachable as e:
-        unreachable.append(e)
-        base.reason = str(e)
+        unreachable.append((paper.arxiv_id, e))
+        base.reason = because(f"network unreachable: {e}")
         base.attempts = client.requests_sent - before
         return base, None
     except DownloadError as e:
         log.error("%s: download failed: %s", paper.arxiv_id, e)
-        base.reason = str(e)
+        base.reason = because(str(e))
         base.attempts = client.requests_sent - before
         return base, None
     changed = paper.sha256 is not None and got.sha256 != paper.sha256
@@ -267,22 +355,21 @@ def _fetch(
             got.sha256[:12],
             (paper.sha256 or "")[:12],
         )
-    return (
-        PaperOutcome(
-            arxiv_id=paper.arxiv_id,
-            version=paper.version,
-            status="changed" if changed else "downloaded",
-            source="network",
-            path=display(got.path),
-            expected_sha256=paper.sha256,
-            sha256=got.sha256,
-            bytes=got.bytes,
-            changed=changed,
-            used=settings.use_changed or not changed,
-            attempts=got.attempts,
-        ),
-        got.path,
+    out = PaperOutcome(
+        arxiv_id=paper.arxiv_id,
+        version=paper.version,
+        status="changed" if changed else "downloaded",
+        source="network",
+        path=display(got.path),
+        expected_sha256=paper.sha256,
+        sha256=got.sha256,
+        bytes=got.bytes,
+        changed=changed,
+        used=settings.use_changed or not changed,
+        attempts=got.attempts,
     )
+    _check_changed(paper, out, got.path)
+    return out, (None if out.refused else got.path)
 
 
 def _parse(out: PaperOutcome, path: Path, parse_fn: ParseFn) -> ParsedPaper | None:
@@ -330,10 +417,15 @@ def ingest(
             (the message says how to fix it); the summary is written first.
     """
     t0 = time.perf_counter()
+    if settings.mirror is not None and not settings.mirror.is_dir():
+        raise ConfigError(
+            f"PDF mirror folder {display(settings.mirror)} does not exist; point --mirror / "
+            "$RAG_PDF_MIRROR / pdf_mirror at a folder of <arxiv_id>.pdf files, or use no mirror"
+        )
     pdf_dir = settings.resolved_pdf_dir()
     if settings.parse and parse_fn is None:
         parse_fn = _default_parse_fn(parse_settings)
-    unreachable: list[ArxivUnreachable] = []
+    unreachable: list[tuple[str, ArxivUnreachable]] = []
     outcomes: list[PaperOutcome] = []
     parsed: dict[str, ParsedPaper] = {}
     paths: dict[str, Path] = {}
@@ -342,13 +434,16 @@ def ingest(
     with ArxivClient(settings.client, session=session, stamp=stamp) as client:
         bar = tqdm(manifest_papers, desc="ingest", unit="paper", disable=None)
         for paper in bar:
-            out, path = _fetch(paper, settings, client, pdf_dir, unreachable)
-            if path is not None:
-                paths[paper.arxiv_id] = path
-                if settings.parse and out.used and parse_fn is not None:
-                    doc = _parse(out, path, parse_fn)
-                    if doc is not None:
-                        parsed[paper.arxiv_id] = doc
+            # Another ingest fetching or parsing this paper into this folder finishes first; this
+            # one then finds its verified PDF in the cache.
+            with file_lock(lock_path(pdf_dir, paper.filename)):
+                out, path = _fetch(paper, settings, client, pdf_dir, unreachable)
+                if path is not None:
+                    paths[paper.arxiv_id] = path
+                    if settings.parse and out.used and parse_fn is not None:
+                        doc = _parse(out, path, parse_fn)
+                        if doc is not None:
+                            parsed[paper.arxiv_id] = doc
             outcomes.append(out)
             bar.set_postfix_str(f"{paper.arxiv_id}: {out.status}")
         summary = IngestSummary(
@@ -374,7 +469,7 @@ def ingest(
         summary.write_json(settings.summary_path)
     if unreachable and not paths:
         raise DownloadError(
-            f"no paper could be fetched: {unreachable[0]}"
+            f"no paper could be fetched: {unreachable[0][1]}"
             + ("" if settings.mirror else " (no mirror folder is configured)")
         )
     return summary
@@ -387,7 +482,9 @@ def _parser() -> argparse.ArgumentParser:
         "new manifest from an arXiv query (drifts daily: the manifest is what pins a corpus).",
     )
     ap.add_argument("--manifest", type=Path, default=None, help="default data/manifest.jsonl")
-    ap.add_argument("--limit", type=int, default=None, help="first N papers only")
+    ap.add_argument(
+        "--limit", type=int, default=0, help="first N papers only (0: all, as in the notebooks)"
+    )
     ap.add_argument("--mirror", type=Path, default=None, help="folder of <arxiv_id>.pdf")
     ap.add_argument("--no-mirror", action="store_true", help="never read a mirror folder")
     ap.add_argument("--no-parse", action="store_true", help="fetch only")
@@ -432,6 +529,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             if args.out is None:
                 raise DownloadError("--bootstrap needs --out <manifest.jsonl> to write")
+            if args.limit < 0:
+                raise ConfigError(f"--limit must be >= 0 (0 = 100 for bootstrap), got {args.limit}")
             papers = bootstrap_manifest(args.bootstrap, args.limit or 100, client)
             write_manifest(papers, args.out)
             print(
@@ -439,7 +538,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "with this manifest, then commit it: arXiv queries drift daily)"
             )
             return 0
-        papers = load_manifest(args.manifest)[: args.limit]
+        if args.limit < 0:
+            raise ConfigError(f"--limit must be >= 0 (0 = all papers), got {args.limit}")
+        if args.mirror is not None and not args.no_mirror and not args.mirror.is_dir():
+            raise ConfigError(f"--mirror {args.mirror}: no such folder")
+        papers = load_manifest(args.manifest)[: args.limit or None]
         settings = IngestSettings(
             pdf_dir=args.pdf_dir,
             mirror=None if args.no_mirror else (args.mirror or default_mirror()),
@@ -456,7 +559,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for pid, reason in summary.failures.items():
         print(f"failed {pid}: {reason}")
     for pid in summary.changed:
-        print(f"changed sha256 {pid}")
+        if pid not in summary.refused:
+            print(f"changed sha256 {pid}")
     for pid, reason in summary.parse_failures.items():
         print(f"parse failure {pid}: {reason}")
     print(f"summary: {settings.summary_path}")

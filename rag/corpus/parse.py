@@ -639,13 +639,38 @@ def cache_key(sha256: str, settings: ParseSettings) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def load_parsed(pdf_path: Path, sha256: str, settings: ParseSettings) -> ParsedPaper:
+def _sha_mismatch(pdf_path: Path, sha256: str, when: str) -> str | None:
+    """Why ``pdf_path`` is not the file with ``sha256`` right now, or None when it is."""
+    if not sha256:
+        return None  # no checksum to hold the file to (an unobserved bootstrap paper)
+    h = hashlib.sha256()
+    try:
+        with pdf_path.open("rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+    except OSError as e:
+        return f"PDF unreadable {when}: {e}"
+    if h.hexdigest() != sha256:
+        logger.error("%s changed on disk %s; its parse is not cached", pdf_path.name, when)
+        return (
+            f"PDF changed on disk {when} (sha256 {h.hexdigest()[:12]}, verified as "
+            f"{sha256[:12]}): another process writing the same file? Re-run the ingest"
+        )
+    return None
+
+
+def load_parsed(
+    pdf_path: Path, sha256: str, settings: ParseSettings, *, verify: bool = False
+) -> ParsedPaper:
     """Parse a PDF through the cache; never raises for a bad PDF.
 
     A failed parse comes back as a :class:`ParsedPaper` with no blocks, a non-"ok" ``status`` and
     the reason in ``error``. Successful parses are stored as JSON under
     ``cache_dir("parsed")`` keyed by :func:`cache_key`; failures are not cached (a timeout may
-    pass on a faster machine).
+    pass on a faster machine). With ``verify`` (as ingest calls it) a parse is made and cached
+    only when the file's sha256, hashed right before and right after parsing, is ``sha256``: a PDF
+    rewritten under the parser (another process writing the same file) is an ``error``, never a
+    cached parse under a key that does not describe it.
     """
     pdf_path = Path(pdf_path)
     target = cache_dir("parsed") / f"{pdf_path.stem}-{cache_key(sha256, settings)[:24]}.json"
@@ -654,6 +679,9 @@ def load_parsed(pdf_path: Path, sha256: str, settings: ParseSettings) -> ParsedP
             return ParsedPaper.from_dict(json.loads(target.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError, KeyError) as e:
             logger.warning("ignoring unreadable parse cache %s (%s)", target.name, e)
+    moved = _sha_mismatch(pdf_path, sha256, "before parsing") if verify else None
+    if moved is not None:
+        return ParsedPaper(paper_id=pdf_path.stem, n_pages=0, status="error", error=moved)
     try:
         parsed = parse_pdf(pdf_path, settings)
     except ParseFailure as e:
@@ -664,6 +692,9 @@ def load_parsed(pdf_path: Path, sha256: str, settings: ParseSettings) -> ParsedP
         return ParsedPaper(
             paper_id=pdf_path.stem, n_pages=0, status="error", error=f"{type(e).__name__}: {e}"
         )
+    moved = _sha_mismatch(pdf_path, sha256, "while it was parsed") if verify else None
+    if moved is not None:
+        return ParsedPaper(paper_id=pdf_path.stem, n_pages=0, status="error", error=moved)
     data = json.dumps(parsed.to_dict(), ensure_ascii=False, sort_keys=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
     try:

@@ -1,0 +1,298 @@
+"""Ingest under faults from the issue-15 probe: concurrent ingests, swapped PDFs, true reasons.
+
+Each test here failed on the code before issue 15 (checked by running it with the previous
+``rag/`` first on ``PYTHONPATH``); the docstrings say how.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from rag.corpus.arxiv_client import ClientSettings
+from rag.corpus.ingest import BYTES_TOLERANCE, IngestSettings, ingest, main
+from rag.corpus.manifest import Paper, write_manifest
+from rag.corpus.parse import ParseSettings, parse_pdf
+from rag.errors import ConfigError
+from tests.fakearxiv import FakeArxiv, closed_port, make_pdf
+
+WORDS = (
+    "Dense retrieval encodes questions and passages into one vector space where the nearest "
+    "passages answer the question; sparse retrieval weighs rare terms higher."
+)
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def _long_pdf(i: int, pages: int = 6, pad: int = 0) -> bytes:
+    """A PDF with many text lines per page, so a hole in it garbles or breaks the parse; ``pad``
+    bytes of an incompressible attachment make it span many of the client's 64 KiB reads."""
+    import random
+
+    import pymupdf
+
+    doc = pymupdf.open()
+    if pad:  # half before the pages, half after: the pages sit in the middle of the file
+        doc.embfile_add("pad0.bin", random.Random(i).randbytes(pad // 2))
+    for n in range(pages):
+        page = doc.new_page()
+        for line in range(40):
+            page.insert_text(
+                (72, 60 + 17 * line),
+                f"Paper {i} page {n + 1} line {line}: {WORDS[:70]}",
+                fontsize=9,
+            )
+    if pad:
+        doc.embfile_add("pad1.bin", random.Random(-i).randbytes(pad - pad // 2))
+    data = doc.tobytes()
+    doc.close()
+    return data
+
+
+def _paper(i: int, data: bytes, **kw) -> Paper:
+    fields = dict(
+        arxiv_id=f"2401.0000{i}",
+        version="v1",
+        title=f"Paper {i}",
+        primary_category="cs.IR",
+        pages=None,
+        bytes=len(data),
+        sha256=_sha(data),
+    )
+    fields.update(kw)
+    return Paper(**fields)
+
+
+@pytest.fixture()
+def session():
+    with requests.Session() as s:
+        s.trust_env = False
+        yield s
+
+
+def _client(base: str, **kw) -> ClientSettings:
+    opts = dict(
+        api_url=f"{base}/api/query",
+        pdf_base_url=f"{base}/pdf",
+        min_interval_s=0.0,
+        backoff_initial_s=0.01,
+        max_attempts=2,
+    )
+    opts.update(kw)
+    return ClientSettings(**opts)
+
+
+# --- 1. two concurrent downloading ingests into one folder ------------------------------------
+
+
+def _ingest_cli(fake: FakeArxiv, tmp_path: Path, manifest: Path, tag: str) -> subprocess.Popen:
+    cmd = [
+        sys.executable,
+        "-m",
+        "rag.corpus.ingest",
+        "--manifest",
+        str(manifest),
+        "--no-mirror",
+        "--pdf-dir",
+        str(tmp_path / "pdfs"),
+        "--summary",
+        str(tmp_path / f"summary-{tag}.json"),
+        "--pdf-base-url",
+        fake.pdf_base_url,
+        "--min-interval",
+        "0",
+        "--max-attempts",
+        "3",
+        "--backoff",
+        "0.01",
+    ]
+    env = {"RAG_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:  # lets the check against the previous rag/ reach the children
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_two_concurrent_downloading_ingests_never_cache_a_corrupt_parse(tmp_path):
+    """Item 1 of issue 15, reproduced: two ``rag ingest`` processes into one PDF folder and one
+    cache, against a server where both fetch the first PDF at once over connections of unequal
+    speed (``pair`` in :mod:`tests.fakearxiv`; the probe used a slow server and a 0.25 s offset).
+
+    Before the per-paper lock the second process truncated the shared ``.<id>.pdf.part`` under the
+    first, which verified its own stream, moved the holed file into place and parsed it: a parse
+    with missing text (or a "corrupt" failure) cached under the correct checksum key. Run with the
+    previous ``rag/`` first on ``PYTHONPATH`` this test failed (cached parse differed from a fresh
+    parse of the final, byte-identical PDF). With the lock the second process waits, never
+    requests the PDF, and reuses the first one's verified file; the first request waits out
+    ``pair_wait_s`` for a partner that never comes, which is what makes the test take ~8 s.
+    """
+    ids = (1, 2)
+    pdfs = {f"2401.0000{i}v1": _long_pdf(i, pad=700_000) for i in ids}
+    papers = [_paper(i, pdfs[f"2401.0000{i}v1"]) for i in ids]
+    manifest = write_manifest(papers, tmp_path / "manifest.jsonl")
+    with FakeArxiv(pdfs=pdfs, slow_s=1.0, pair_wait_s=8.0) as fake:
+        fake.plans = {papers[0].versioned_id: ["pair", "pair"]}
+        first = _ingest_cli(fake, tmp_path, manifest, "a")
+        time.sleep(0.25)
+        second = _ingest_cli(fake, tmp_path, manifest, "b")
+        outs = [p.communicate(timeout=120) for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], outs
+    pdf_dir = tmp_path / "pdfs"
+    for p in papers:
+        assert (pdf_dir / p.filename).read_bytes() == pdfs[p.versioned_id]
+    for tag in ("a", "b"):
+        summary = json.loads((tmp_path / f"summary-{tag}.json").read_text())
+        assert [o["parse_status"] for o in summary["papers"]] == ["ok"] * len(ids), summary
+    cached = sorted((tmp_path / "cache" / "parsed").glob("*.json"))
+    assert len(cached) == len(ids)
+    for path in cached:
+        stem = path.name.split("-")[0]
+        fresh = parse_pdf(pdf_dir / f"{stem}.pdf", ParseSettings())
+        stored = json.loads(path.read_text())
+        assert [b["text"] for b in stored["blocks"]] == [b.text for b in fresh.blocks], stem
+
+
+def test_a_pdf_rewritten_while_parsed_is_not_cached(tmp_path, tmp_cache):
+    """The parse is made only from a file whose sha256 matches at the moment of parsing."""
+    from rag.corpus.parse import load_parsed
+
+    data = _long_pdf(1, pages=2)
+    path = tmp_path / "2401.00001.pdf"
+    path.write_bytes(data[:200] + b"\0" * 500 + data[700:])  # what the race left on disk
+    parsed = load_parsed(path, _sha(data), ParseSettings(), verify=True)
+    assert parsed.status == "error" and "changed on disk" in parsed.error
+    assert not list((tmp_cache / "parsed").glob("*.json"))
+
+
+# --- 4. a changed PDF whose pages or size contradict the manifest --------------------------
+
+
+def test_a_swapped_pdf_is_refused_by_name_and_a_regenerated_one_is_accepted(tmp_path, session):
+    """Item 4: before, any changed-checksum PDF was parsed (another paper indexed as this one)."""
+    pinned = _long_pdf(1, pages=6)
+    regenerated = pinned.replace(b"Paper 1", b"Paper 1", 1) + b"\n% regenerated\n%%EOF\n"
+    swapped = _long_pdf(9, pages=2)
+    papers = [
+        _paper(1, pinned, pages=6),
+        _paper(2, pinned, pages=6),  # its mirror file is another, shorter paper
+    ]
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / papers[0].filename).write_bytes(regenerated)
+    (mirror / papers[1].filename).write_bytes(swapped)
+    s = IngestSettings(
+        pdf_dir=tmp_path / "pdfs",
+        mirror=mirror,
+        client=_client(f"http://127.0.0.1:{closed_port()}"),
+    )
+    calls: list[str] = []
+
+    def parse_fn(path, sha):
+        calls.append(path.stem)
+        from rag.types import ParsedPaper
+
+        return ParsedPaper(paper_id=path.stem, n_pages=6)
+
+    summary = ingest(papers, s, session=session, parse_fn=parse_fn)
+    ok, bad = summary.outcomes
+    assert (ok.status, ok.changed, ok.used, ok.refused) == ("changed", True, True, False)
+    assert "regenerated" in ok.reason
+    assert (bad.status, bad.changed, bad.used, bad.refused) == ("failed", True, False, True)
+    assert list(summary.refused) == [papers[1].arxiv_id]
+    assert "2 pages vs the manifest's 6" in bad.reason and "bytes vs the manifest's" in bad.reason
+    assert calls == [papers[0].arxiv_id]  # the swapped file is never parsed
+    assert papers[1].arxiv_id not in summary.pdf_paths
+    assert summary.changed == [p.arxiv_id for p in papers]
+    assert summary.failures[papers[1].arxiv_id].startswith("refused:")
+    assert BYTES_TOLERANCE < 1
+
+
+# --- 5. true per-paper reasons; no retry ladder when nothing answers ------------------------
+
+
+def test_each_failure_carries_its_own_reason(tmp_path, session):
+    """Item 5: before, every later miss reused the first paper's error (with the first paper's
+    URL) and a bad mirror file was only a WARNING line, never the paper's reason."""
+    good = make_pdf("fine", pages=1)
+    papers = [_paper(i, good) for i in (1, 2, 3, 4)]
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / papers[1].filename).write_bytes(good[: len(good) // 2])  # truncated
+    (mirror / papers[2].filename).write_bytes(b"<html>not a pdf</html>")
+    (mirror / papers[3].filename).write_bytes(good)
+    base = f"http://127.0.0.1:{closed_port()}"
+    s = IngestSettings(
+        pdf_dir=tmp_path / "pdfs",
+        mirror=mirror,
+        parse=False,
+        client=_client(base, max_attempts=5, backoff_initial_s=2.0),
+    )
+    t0 = time.perf_counter()
+    summary = ingest(papers, s, session=session)
+    assert time.perf_counter() - t0 < 5  # no 2+4+8+16 s ladder on a refused connection
+    f = summary.failures
+    assert set(f) == {p.arxiv_id for p in papers[:3]}
+    assert "network unreachable" in f[papers[0].arxiv_id]
+    assert papers[0].versioned_id in f[papers[0].arxiv_id]
+    assert "truncated" in f[papers[1].arxiv_id] and "mirror file" in f[papers[1].arxiv_id]
+    assert papers[1].versioned_id in f[papers[1].arxiv_id]
+    assert papers[0].versioned_id not in f[papers[1].arxiv_id]
+    assert "not a PDF" in f[papers[2].arxiv_id]
+    assert summary.outcomes[0].attempts == 1
+    assert summary.outcomes[3].status == "mirror"
+
+
+def test_timeouts_and_503_are_still_retried(tmp_path, session):
+    data = make_pdf("retry me", pages=1)
+    paper = _paper(1, data)
+    with FakeArxiv(pdfs={paper.versioned_id: data}) as fake:
+        fake.plans[paper.versioned_id] = ["503", "reset"]
+        s = IngestSettings(
+            pdf_dir=tmp_path / "pdfs",
+            mirror=None,
+            parse=False,
+            client=_client(fake.base, max_attempts=3),
+        )
+        summary = ingest([paper], s, session=session)
+    assert summary.outcomes[0].status == "downloaded" and summary.outcomes[0].attempts == 3
+
+
+# --- 9. ingest's command line -----------------------------------------------------------------
+
+
+def test_cli_limit_has_one_meaning_and_a_missing_mirror_is_named(tmp_path, capsys):
+    """Item 9: before, ``--limit -1`` ingested all but one paper, ``--limit 0`` none, and a missing
+    ``--mirror`` folder was silently ignored."""
+    data = make_pdf("cli", pages=1)
+    papers = [_paper(i, data) for i in (1, 2, 3)]
+    manifest = write_manifest(papers, tmp_path / "m.jsonl")
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for p in papers:
+        (mirror / p.filename).write_bytes(data)
+    common = ["--manifest", str(manifest), "--no-parse", "--pdf-dir", str(tmp_path / "pdfs")]
+    common += ["--summary", str(tmp_path / "s.json")]
+    assert main([*common, "--limit", "-1", "--mirror", str(mirror)]) == 2
+    assert "--limit must be >= 0" in capsys.readouterr().err
+    assert main([*common, "--limit", "0", "--mirror", str(mirror)]) == 0
+    assert json.loads((tmp_path / "s.json").read_text())["counts"]["requested"] == 3
+    assert main([*common, "--limit", "2", "--mirror", str(mirror)]) == 0
+    assert json.loads((tmp_path / "s.json").read_text())["counts"]["requested"] == 2
+    missing = tmp_path / "nonexistent"
+    assert main([*common, "--mirror", str(missing)]) == 2
+    assert "nonexistent" in capsys.readouterr().err
+
+
+def test_a_missing_mirror_folder_in_settings_is_a_config_error(tmp_path):
+    s = IngestSettings(pdf_dir=tmp_path / "pdfs", mirror=tmp_path / "gone", parse=False)
+    with pytest.raises(ConfigError, match="gone"):
+        ingest([], s)
