@@ -1,9 +1,9 @@
-"""Figures that make their point: dot-and-whisker plots zoomed to the data, differences to a baseline.
+"""Figures that make their point: dots zoomed to the data, differences to a baseline with CIs.
 
 When values cluster (found rates near 0.99, nDCG@10 within 0.05 of each other), bars on a 0–1 axis
-hide the comparison; these plots zoom to the data and, for paired comparisons, plot the difference to
-a baseline with its 95 % CI so "is it real?" is read off the zero line. Legends never sit on data:
-they go below the axes or labels go on the points.
+hide the comparison; these plots zoom to the data and, for paired comparisons, plot the difference
+to a baseline with its 95 % CI so "is it real?" is read off the zero line. Legends never sit on
+data: they go below the axes or labels go on the points.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def rate_dots(
     title: str = "",
     bounds: tuple[float, float] = (0.0, 1.0),
 ) -> None:
-    """Point estimates with 95 % CIs, one row per label, the axis zoomed to the data (and target)."""
+    """Point estimates with 95 % CIs, one row per label, the axis zoomed to the data and target."""
     y = np.arange(len(labels))
     v, lo, hi = (np.asarray(a, dtype=float) for a in (values, lows, highs))
     ax.errorbar(v, y, xerr=[v - lo, hi - v], fmt="o", color="#333", ecolor="#888", capsize=4)

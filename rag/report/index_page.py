@@ -180,14 +180,17 @@ def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
             )
             + f"<p class='links'><a href='{r.name}.html'>Read {html.escape(r.name)}</a> · "
             f"<a href='{render.code_name(r.name)}'>with code</a> · "
-            f"<a href='{r.name}.ipynb'>notebook</a> · <a href='{r.name}/metrics.json'>metrics.json</a>"
+            f"<a href='{r.name}.ipynb'>notebook</a> · "
+            f"<a href='{r.name}/metrics.json'>metrics.json</a>"
             f"</p></section>"
         )
     cannot = "".join(f"<li>{_md_inline(c)}</li>" for c in CANNOT_SEE)
     wall_rows = "".join(
-        f"<tr><td><a href='{r.name}.html'>{html.escape(r.name)}</a></td><td>{html.escape(r.status)}</td>"
+        f"<tr><td><a href='{r.name}.html'>{html.escape(r.name)}</a></td>"
+        f"<td>{html.escape(r.status)}</td>"
         f"<td>{r.wall_s:,.1f} s</td><td><details><summary>parameters</summary><pre>"
-        f"{html.escape(yaml.safe_dump(r.parameters, sort_keys=True).strip())}</pre></details></td></tr>"
+        f"{html.escape(yaml.safe_dump(r.parameters, sort_keys=True).strip())}</pre>"
+        "</details></td></tr>"
         for r in runs
     )
     packages = ", ".join(
@@ -206,17 +209,20 @@ def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
 <h1>{html.escape(TITLE)}</h1>
 <p class="abstract">{html.escape(ABSTRACT)}</p>
 {"".join(sections)}
-<section class="nb" id="cannot-see"><h2>What these numbers cannot see</h2><ul>{cannot}</ul></section>
+<section class="nb" id="cannot-see"><h2>What these numbers cannot see</h2>
+<ul>{cannot}</ul></section>
 <section class="nb" id="reproduce"><h2>Reproduce</h2>
 <p>From the repository root on a machine with Python 3.11 and <code>make</code>:</p>
 <pre>make report PROFILE={p}   # run every notebook and render this report
 make test                 # the offline test suite, smoke-profile notebooks included</pre></section>
 <footer><h2>Run</h2>
 <p>Profile <code>{p}</code> · commit <code>{html.escape(commit)}</code>{dirty} · started
-{html.escape(str(run.get("started_utc", "?")))} UTC · Python {html.escape(str(run.get("python", "?")))} ·
+{html.escape(str(run.get("started_utc", "?")))} UTC ·
+Python {html.escape(str(run.get("python", "?")))} ·
 {html.escape(str(run.get("platform", "?")))}, {html.escape(str(run.get("cpu_count", "?")))} CPUs ·
 <a href="run.json">run.json</a></p>
-<table class="meta"><tr><th>notebook</th><th>status</th><th>wall time</th><th></th></tr>{wall_rows}</table>
+<table class="meta"><tr><th>notebook</th><th>status</th><th>wall time</th><th></th></tr>
+{wall_rows}</table>
 <p><small>Packages: {packages}</small></p></footer>
 </body></html>
 """

@@ -2,8 +2,8 @@
 
 A notebook section ends with ``display(readings.<section>(...))`` fed the same values that go into
 ``metrics.json``, so the prose cannot drift from the numbers when a parameter or the corpus changes.
-Each function returns an ``IPython.display.Markdown``; ``answer_*`` functions return the one sentence
-the index page shows for the notebook. Fixed wording is for method and caveats only.
+Each function returns an ``IPython.display.Markdown``; ``answer_*`` functions return the one
+sentence the index page shows for the notebook. Fixed wording is for method and caveats only.
 
 Why this module is long: one short function per reading of five notebooks, kept together so their
 number formatting (3 significant digits, "95 % CI a–b", n) is the same everywhere.
@@ -58,7 +58,8 @@ def ingest_counts(papers: dict[str, int], pages: int) -> Any:
     complete = papers["parsed"] == papers["requested"]
     text = (
         f"**Reading.** {papers['parsed']} of {papers['requested']} requested papers were parsed "
-        f"({pages:,} pages): {papers['failed']} failed to download, {papers['parse_failed']} failed "
+        f"({pages:,} pages): {papers['failed']} failed to download, "
+        f"{papers['parse_failed']} failed "
         f"to parse and {papers['changed']} arrived with a sha256 different from the pin. "
     )
     text += (
@@ -88,7 +89,8 @@ def block_kinds(by_kind: Any) -> Any:
 
 def parse_quality(evidence_found: dict[str, Any], found_all: dict[str, Any], target: float) -> Any:
     parts = [
-        f"{src} {v['found']}/{v['n']} = {ci(v['found_rate'], v['ci']['ci_low'], v['ci']['ci_high'])}"
+        f"{src} {v['found']}/{v['n']} = "
+        + ci(v["found_rate"], v["ci"]["ci_low"], v["ci"]["ci_high"])
         for src, v in evidence_found.items()
     ]
     if not found_all:
@@ -96,7 +98,8 @@ def parse_quality(evidence_found: dict[str, Any], found_all: dict[str, Any], tar
     rate, n = found_all["found_rate"], found_all["n"]
     verdict = "meets" if rate >= target else "misses"
     text = (
-        f"**Reading.** Of {n} evidence passages on these papers, {found_all['found']} were found in "
+        f"**Reading.** Of {n} evidence passages on these papers, {found_all['found']} were "
+        "found in "
         f"the parsed text: **{rate:.3f}** overall, which {verdict} the {target:g} target. By "
         f"source: {_join(parts)}. {n - found_all['found']} miss(es) are listed below with their "
         "best similarity. The found rate is the ceiling for everything downstream."
@@ -120,6 +123,20 @@ def answer_ingest(papers: dict[str, int], pages: int, found_all: dict[str, Any])
 
 
 # --- 02 chunk ----------------------------------------------------------------------------------
+
+
+def parameter_of(profile: str, notebook: str, key: str) -> Any:
+    """The value ``notebook`` runs with on ``profile``: the profile's delta, else the default of
+    its ``parameters`` cell (so 02 can name the chunking that 03–05 index)."""
+    import ast
+
+    from rag.report import profiles
+
+    resolved = profiles.resolve_parameters(profile, f"outputs/{profile}").get(notebook, {})
+    if key in resolved:
+        return resolved[key]
+    nb = next(p for p in profiles.notebook_paths() if p.stem == notebook)
+    return ast.literal_eval(profiles.declared_parameters(nb)[key]["default"])
 
 
 def chunk_sizes(sizes: Any) -> Any:
@@ -160,13 +177,14 @@ def chunk_choice(survival: Any, sizes: Any, indexed: str) -> tuple[str, str, lis
 def evidence_intact(survival: Any, sizes: Any, indexed: str) -> Any:
     n = int(survival["quotes"].iloc[0]) if len(survival) else 0
     parts = [
-        f"`{s}` {int(r['intact'])}/{int(r['quotes'])} = {ci(r['intact_rate'], r['ci_low'], r['ci_high'])}"
+        f"`{s}` {int(r['intact'])}/{int(r['quotes'])} = "
+        + ci(r["intact_rate"], r["ci_low"], r["ci_high"])
         for s, r in survival.iterrows()
     ]
     pick, why, _ = chunk_choice(survival, sizes, indexed)
     text = f"**Reading.** Gold quotes intact inside one chunk (n = {n}): {_join(parts)}. {why}. "
     if pick == indexed:
-        text += f"Notebooks 03–05 index `{indexed}` (their `chunk_strategy` parameter), the same choice."
+        text += f"Notebooks 03–05 index `{indexed}` (their `chunk_strategy`), the same choice."
     else:
         text += (
             f"Notebooks 03–05 index `{indexed}` (their `chunk_strategy` parameter), not `{pick}`: "
@@ -182,9 +200,21 @@ def example_chunks(quote: str | None, examples: list[dict[str, Any]], width: int
         f"**The quote** (first gold quote in gold-file order): “{' '.join(quote.split())}”",
         "",
     ]
+    q = " ".join(quote.split())
     for e in examples:
         text = " ".join(e["text"].split())
-        text = text if len(text) <= width else text[:width].rsplit(" ", 1)[0] + " …"
+        at = text.find(q)
+        if at >= 0:  # a window around the quote, the quote in bold
+            lo, hi = max(0, at - width // 3), min(len(text), at + len(q) + width // 3)
+            text = (
+                ("… " if lo else "")
+                + text[lo:at]
+                + f"**{q}**"
+                + text[at + len(q) : hi]
+                + (" …" if hi < len(text) else "")
+            )
+        elif len(text) > width:
+            text = text[:width].rsplit(" ", 1)[0] + " …"
         has = "contains the quote" if e["contains_quote"] else "does **not** contain it"
         lines += [
             f"- **`{e['strategy']}`** — chunk `{e['chunk_id']}`, section “{e['section'] or '–'}”, "
@@ -206,7 +236,8 @@ def answer_chunk(survival: Any, sizes: Any, indexed: str) -> str:
     )
     return (
         f"`{pick}` keeps {ci(r['intact_rate'], r['ci_low'], r['ci_high'])} of {int(r['quotes'])} "
-        f"gold quotes inside one chunk with the fewest chunks ({int(sizes.loc[pick, 'chunks']):,}); "
+        f"gold quotes inside one chunk with the fewest chunks "
+        f"({int(sizes.loc[pick, 'chunks']):,}); "
         f"{verdict}, and notebooks 03–05 index `{indexed}`."
     )
 
@@ -301,7 +332,8 @@ def scifact_reproduction(
         "both within ±0.01 of the published table: **the measurement is reproduced**, and the "
         "other rows can be trusted to the same degree"
         if all(ok.values())
-        else f"**not reproduced** for {_join([n for n, g in ok.items() if not g])} (off by more than 0.01)"
+        else f"**not reproduced** for {_join([n for n, g in ok.items() if not g])} "
+        "(off by more than 0.01)"
     )
     best = max(
         (n for n in block if not n.startswith("_")), key=lambda n: block[n]["ndcg@10"]["mean"]
@@ -348,7 +380,8 @@ def gold_ranking(chunk: dict[str, Any], paper: dict[str, Any], pairwise: Any) ->
     if pspread:
         text += (
             f" Paper level (the right paper, any passage) they span {min(pspread):.3f}–"
-            f"{max(pspread):.3f}: near its ceiling, so it hides the differences the chunk level shows."
+            f"{max(pspread):.3f}: near its ceiling, so it hides the differences the chunk "
+            "level shows."
         )
     return _md(text)
 
@@ -360,7 +393,8 @@ def pairwise_reading(pairwise: Any, metric: str = "nDCG@10") -> Any:
         win, lose = (r["a"], r["b"]) if r["diff"] > 0 else (r["b"], r["a"])
         lo, hi = sorted((abs(r["ci_low"]), abs(r["ci_high"])))
         lines.append(
-            f"{win} > {lose} by {abs(r['diff']):.3f} (95 % CI {lo:.3f}–{hi:.3f}, Holm p = {r['p_adjusted']:.3f})"
+            f"{win} > {lose} by {abs(r['diff']):.3f} (95 % CI {lo:.3f}–{hi:.3f}, "
+            f"Holm p = {r['p_adjusted']:.3f})"
         )
     n = int(pairwise["n"].iloc[0]) if len(pairwise) else 0
     text = (
@@ -398,7 +432,8 @@ def breakdown_reading(breakdown: Any, retriever: str) -> Any:
     return _md(
         f"**Reading.** {retriever}'s chunk nDCG@10 by question group — {'; '.join(parts)}."
         + (
-            f" Groups with fewer than 20 questions ({_join(small)}) have intervals too wide to rank."
+            f" Groups with fewer than 20 questions ({_join(small)}) have intervals too wide "
+            "to rank."
             if small
             else ""
         )
@@ -444,7 +479,8 @@ def qasper_check(
             if passed
             else "**The check fails**: human labels rank the gold's winner clearly lower"
         )
-        + f" — with only {n} questions the intervals are wide, so this is a sanity check, not a leaderboard."
+        + f" — with only {n} questions the intervals are wide, so this is a sanity check, "
+        "not a leaderboard."
     )
 
 
@@ -495,7 +531,8 @@ def answer_retrieval(chunk: dict[str, Any], pairwise: Any) -> str:
     beats, _ = _real_vs(pairwise, best)
     ties = [n for n in names if n != best and n not in beats]
     return (
-        f"{best} ranks first on the corpus gold with chunk nDCG@10 {ci(b['mean'], b['ci_low'], b['ci_high'])} "
+        f"{best} ranks first on the corpus gold with chunk nDCG@10 "
+        f"{ci(b['mean'], b['ci_low'], b['ci_high'])} "
         f"(n = {chunk[best]['n']}); it beats {_join(beats) or 'no retriever'} by a real difference "
         f"and is not distinguishable from {_join(ties) or 'none'}."
     )
@@ -510,8 +547,9 @@ def judge_validation(jm: dict[str, Any], target: float = 0.75) -> Any:
     n_c = sum(c.values()) if c else 0
     text = (
         f"**Reading.** Rows are the human labels, columns the judge's. Balanced accuracy "
-        f"{ci(jm['balanced_accuracy'], jm['ci_low'], jm['ci_high'])} on n = {jm['n']} human-labelled "
-        f"pairs, {'at or above' if jm['balanced_accuracy'] >= target else 'below'} the {target:g} target."
+        f"{ci(jm['balanced_accuracy'], jm['ci_low'], jm['ci_high'])} on n = {jm['n']} "
+        f"human-labelled pairs, "
+        f"{'at or above' if jm['balanced_accuracy'] >= target else 'below'} the {target:g} target."
     )
     if n_c:
         text += (
@@ -534,7 +572,8 @@ def context_choice(retriever: str, output_dir: str) -> Any:
     chunk = m04.get("corpus_gold", {}).get("chunk", {})
     if retriever not in chunk:
         return _md(
-            f"**Retrieval held constant:** `{retriever}` (notebook 04 has not recorded this profile's "
+            f"**Retrieval held constant:** `{retriever}` (notebook 04 has not recorded this "
+            "profile's "
             "retriever comparison, so no comparison is quoted here)."
         )
     names = [n for n in chunk if not n.startswith("_")]
@@ -546,7 +585,8 @@ def context_choice(retriever: str, output_dir: str) -> Any:
         )
     else:
         rel = (
-            f"chunk nDCG@10 {ci(r['mean'], r['ci_low'], r['ci_high'])} in notebook 04; {best} scored "
+            f"chunk nDCG@10 {ci(r['mean'], r['ci_low'], r['ci_high'])} in notebook 04; "
+            f"{best} scored "
             f"higher ({b['mean']:.3f}, CI {b['ci_low']:.3f}–{b['ci_high']:.3f}) — see 04's paired "
             "tests for whether that difference is real — and needs a second model per query"
         )
@@ -576,16 +616,19 @@ def _answerer_line(name: str, a: dict[str, Any]) -> str:
     f1ci = f1.get("ci") or [None, None]
     return (
         f"{name}: faithfulness {ci(f['mean'], fci[0], fci[1], 2)} over {f['n_scored']} scored "
-        f"answers, answered rate {f['answered_rate']:.2f}, answer F1 {ci(f1['mean'], f1ci[0], f1ci[1])}"
+        f"answers, answered rate {f['answered_rate']:.2f}, "
+        f"answer F1 {ci(f1['mean'], f1ci[0], f1ci[1])}"
     )
 
 
 def faithfulness_reading(per_answerer: dict[str, Any], judge_ba: float) -> Any:
     lines = [f"- {_answerer_line(n, a)}" for n, a in per_answerer.items()]
     text = (
-        f"**Reading.** Judged by the offline judge (balanced accuracy {judge_ba:.2f} on human labels):\n\n"
+        f"**Reading.** Judged by the offline judge (balanced accuracy {judge_ba:.2f} on human "
+        "labels):\n\n"
         + "\n".join(lines)
-        + "\n\nFaithfulness alone rewards saying nothing, so it is read beside the answered rate and "
+        + "\n\nFaithfulness alone rewards saying nothing, so it is read beside the answered "
+        "rate and "
         'answer F1: an answerer that declines everything is perfectly "faithful" and useless.'
     )
     ext = per_answerer.get("extractive")
@@ -597,7 +640,8 @@ def faithfulness_reading(per_answerer: dict[str, Any], judge_ba: float) -> Any:
             + (
                 "it passes verbatim text."
                 if ok
-                else "the judge misjudges verbatim text, which bounds how far its other numbers can be trusted."
+                else "the judge misjudges verbatim text, which bounds how far its other "
+                "numbers can be trusted."
             )
         )
     return _md(text)
@@ -648,7 +692,8 @@ def worked_examples(
             fa = pq["faithfulness"]
             fa = "–" if fa is None or fa != fa else f"{float(fa):.2f}"
             out.append(
-                f"- **{g.name}** (status {pq['status']}, faithfulness {fa}): “{_trim_answer(answers[g.name][qid].text)}”"
+                f"- **{g.name}** (status {pq['status']}, faithfulness {fa}): "
+                f"“{_trim_answer(answers[g.name][qid].text)}”"
             )
         out.append("")
     out.append(
@@ -665,16 +710,17 @@ def answer_faithfulness(
 ) -> str:
     parts = [_answerer_line(n, a) for n, a in per_answerer.items()]
     return (
-        f"By an offline judge that agrees with humans at balanced accuracy {ci(judge_ba, *judge_ci)}: "
-        + "; ".join(parts)
-        + "."
+        "By an offline judge that agrees with humans at balanced accuracy "
+        f"{ci(judge_ba, *judge_ci)}: " + "; ".join(parts) + "."
     )
 
 
 def headline_faithfulness(per_answerer: dict[str, Any]) -> dict[str, str]:
     """Index headline: faithfulness always beside answered rate and answer F1."""
     return {
-        n: f"faithfulness {a['faithfulness']['mean']:.2f} · answered {a['faithfulness']['answered_rate']:.2f} · answer F1 {a['answer_f1']['mean']:.3f}"
+        n: f"faithfulness {a['faithfulness']['mean']:.2f} · "
+        f"answered {a['faithfulness']['answered_rate']:.2f} · "
+        f"answer F1 {a['answer_f1']['mean']:.3f}"
         if a["faithfulness"]["mean"] is not None
         else f"faithfulness – · answered {a['faithfulness']['answered_rate']:.2f}"
         for n, a in per_answerer.items()

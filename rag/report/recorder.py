@@ -1,7 +1,8 @@
 """What a notebook writes: figures, tables and ``metrics.json`` under the run's output folder.
 
 Notebooks call a :class:`Recorder` instead of building paths themselves, so every notebook lays its
-outputs out the same way: ``<output_dir>/<notebook>/{metrics.json, summary.json, figures/*.{png,svg}, tables/*.csv}``.
+outputs out the same way: ``<output_dir>/<notebook>/{metrics.json, summary.json, figures/*.png,
+figures/*.svg, tables/*.csv}``.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 The published ``NN_name.html`` reads as a blog post: code inputs, prompts, the ``parameters`` and
 papermill's ``injected-parameters`` cells and every stderr stream (progress bars, warnings) are left
 out; ``NN_name.code.html`` keeps every cell for readers who reproduce, one click away. Both use
-``templates/post.html.j2`` (nbconvert's ``lab`` template without any script from the network, figures
-embedded), carry the notebook's own title and a navigation bar: index · previous · next · the other
-rendering.
+``templates/post.html.j2`` (nbconvert's ``lab`` template without any script from the network,
+figures embedded), carry the notebook's own title and a navigation bar: index · previous · next ·
+the other rendering.
 
 Cell tags a notebook may set: ``remove-cell`` (not in the published page), ``remove-input`` (already
 true of every code cell there), ``remove-output`` (the cell's outputs are left out of the published
