@@ -4,10 +4,18 @@ Rendered notebooks and HTML are published (committed, blogged), so before the ru
 scrubs API-key-shaped strings, the value of every ``*_API_KEY`` / ``*_TOKEN`` environment variable,
 and absolute local paths (project root → ``.``, the shared folder → ``../shared``, home → ``~``).
 Every replacement is counted and reported in ``run.json``; ``strict=True`` refuses instead.
+
+JSON files (notebooks, ``run.json``) are scrubbed string by string — parsed, replaced inside each
+value, serialised again — never as raw JSON text, where a path pattern would swallow the backslash
+that escapes the quote after an absolute-path parameter and corrupt the file. Terminal colour codes
+(ANSI escapes, as in every traceback of a failed notebook) count as a boundary before a path.
+:func:`publish_file` writes only the scrubbed copy, so the runner executes notebooks in a staging
+folder and nothing unscrubbed ever reaches the outputs, even from a failed or interrupted run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -16,6 +24,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rag import paths
 from rag.errors import PublishError
@@ -37,6 +46,8 @@ _GENERIC_PATH = re.compile(
 )
 
 REDACTED = "[REDACTED]"
+#: ANSI escape sequences (colour codes in tracebacks), raw or as they appear JSON-escaped in text.
+ANSI = re.compile(r"(?:\x1b|\\u001b|\\x1b|\\033)\[[0-9;?]*[A-Za-z]")
 
 
 @dataclass
@@ -80,7 +91,27 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 def scrub(text: str, env: Mapping[str, str] | None = None) -> tuple[str, ScrubReport]:
-    """Return ``text`` with secrets and absolute local paths replaced, and what was replaced."""
+    """Return ``text`` with secrets and absolute local paths replaced, and what was replaced.
+
+    The text between ANSI escape sequences is scrubbed piece by piece, so a colour code right
+    before a path (``\x1b[0;32m/home/...``) does not hide the path from the patterns.
+    """
+    report = ScrubReport()
+    pieces = ANSI.split(text)
+    if len(pieces) > 1:
+        codes = ANSI.findall(text)
+        out = []
+        for i, piece in enumerate(pieces):
+            clean, r = _scrub_plain(piece, env)
+            report.merge(r)
+            out.append(clean)
+            if i < len(codes):
+                out.append(codes[i])
+        return "".join(out), report
+    return _scrub_plain(text, env)
+
+
+def _scrub_plain(text: str, env: Mapping[str, str] | None) -> tuple[str, ScrubReport]:
     report = ScrubReport()
     for value in secret_values(env):
         n = text.count(value)
@@ -103,17 +134,73 @@ def scrub(text: str, env: Mapping[str, str] | None = None) -> tuple[str, ScrubRe
     return text, report
 
 
+def scrub_json(value: Any, env: Mapping[str, str] | None = None) -> tuple[Any, ScrubReport]:
+    """A parsed JSON value with every string (keys included) scrubbed, and what was replaced."""
+    report = ScrubReport()
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            clean, r = scrub(v, env)
+            report.merge(r)
+            return clean
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        if isinstance(v, dict):
+            return {walk(k): walk(x) for k, x in v.items()}
+        return v
+
+    return walk(value), report
+
+
+def scrub_text_of(
+    path: Path, text: str, env: Mapping[str, str] | None = None
+) -> tuple[str, ScrubReport]:
+    """Scrub a file's text: string by string for ``.ipynb`` / ``.json``, as plain text otherwise.
+
+    A notebook is serialised as nbformat writes it (indent 1, sorted keys, UTF-8), so a clean
+    notebook keeps its bytes and a scrubbed one stays valid.
+    """
+    if path.suffix not in (".ipynb", ".json"):
+        return scrub(text, env)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        # A file cut short by a kill: no JSON to walk, so scrub the text (it is not published
+        # as a notebook anyway; the runner only stages it).
+        return scrub(text, env)
+    clean, report = scrub_json(data, env)
+    if not report:
+        return text, report
+    if path.suffix == ".ipynb":
+        return json.dumps(clean, indent=1, sort_keys=True, ensure_ascii=False) + "\n", report
+    return json.dumps(clean, indent=2, sort_keys=True, ensure_ascii=False) + "\n", report
+
+
+def publish_file(
+    src: Path, dst: Path, *, strict: bool = False, env: Mapping[str, str] | None = None
+) -> ScrubReport:
+    """Write a scrubbed copy of ``src`` to ``dst`` (atomically); ``src`` is left as it is.
+
+    With ``strict`` raise :class:`PublishError` instead, and write nothing.
+    """
+    text = src.read_text(encoding="utf-8", errors="replace")
+    clean, report = scrub_text_of(dst, text, env)
+    if report and strict:
+        raise PublishError(
+            f"{paths.display(dst)} would publish {report.to_dict()}; remove the secret or "
+            "absolute path from the notebook output, or run without --strict to scrub it"
+        )
+    if src == dst and clean == text:
+        return report
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.publishing")
+    tmp.write_text(clean, encoding="utf-8")
+    os.replace(tmp, dst)
+    return report
+
+
 def scrub_file(
     path: Path, *, strict: bool = False, env: Mapping[str, str] | None = None
 ) -> ScrubReport:
     """Scrub a text file in place; with ``strict`` raise :class:`PublishError` instead of fixing."""
-    text = path.read_text(encoding="utf-8")
-    clean, report = scrub(text, env)
-    if report and strict:
-        raise PublishError(
-            f"{paths.display(path)} would publish {report.to_dict()}; remove the secret or "
-            "absolute path from the notebook output, or run without --strict to scrub it"
-        )
-    if clean != text:
-        path.write_text(clean, encoding="utf-8")
-    return report
+    return publish_file(path, path, strict=strict, env=env)

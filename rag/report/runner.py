@@ -23,6 +23,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rag import paths
-from rag.errors import NotebookError
+from rag.errors import ConfigError, NotebookError
 from rag.report import index_page, profiles, publish, quiet, render
 
 log = logging.getLogger(__name__)
@@ -120,18 +121,40 @@ def render_html(ipynb: Path, notebooks: list[str] | None = None) -> tuple[Path, 
     return render.render_notebook(ipynb, notebooks)
 
 
-def _execute(src: Path, dst: Path, params: dict[str, Any], kernel: str) -> None:
+def _execute(
+    src: Path,
+    dst: Path,
+    params: dict[str, Any],
+    kernel: str,
+    *,
+    strict: bool = False,
+    scrubbed: publish.ScrubReport | None = None,
+) -> None:
+    """Execute ``src`` into a staging folder; publish only its scrubbed copy to ``dst``.
+
+    Papermill saves the notebook after every cell, so a failed or interrupted (Ctrl-C) run's
+    partial notebook is published scrubbed too; a killed run leaves its partial copy in the
+    system's temp folder, never unscrubbed under ``outputs/``.
+    """
     import papermill
 
-    papermill.execute_notebook(
-        str(src),
-        str(dst),
-        parameters=params,
-        kernel_name=kernel,
-        cwd=str(paths.project_root()),
-        progress_bar=False,
-        request_save_on_cell_execute=True,
-    )
+    with tempfile.TemporaryDirectory(prefix="rag-report-") as staging:
+        running = Path(staging) / dst.name
+        try:
+            papermill.execute_notebook(
+                str(src),
+                str(running),
+                parameters=params,
+                kernel_name=kernel,
+                cwd=str(paths.project_root()),
+                progress_bar=False,
+                request_save_on_cell_execute=True,
+            )
+        finally:
+            if running.exists():
+                report = publish.publish_file(running, dst, strict=strict)
+                if scrubbed is not None:
+                    scrubbed.merge(report)
 
 
 def _failure_message(stem: str, e: Exception) -> str:
@@ -163,6 +186,11 @@ def run_report(
     """
     output_dir = f"{output_root}/{profile}"
     all_params = profiles.resolve_parameters(profile, output_dir)
+    unknown = [o for o in only or [] if not any(n.split("_")[0] == o or n == o for n in all_params)]
+    if unknown:
+        raise ConfigError(
+            f"--only {' '.join(unknown)}: no such notebook (notebooks: {', '.join(all_params)})"
+        )
     out = paths.resolve(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     kernel = ensure_kernel()
@@ -188,7 +216,7 @@ def run_report(
         os.environ[quiet.LOG_ENV] = str(out / "logs" / f"{nb.stem}.log")
         (out / "logs" / f"{nb.stem}.log").unlink(missing_ok=True)
         try:
-            _execute(nb, dst, rec.parameters, kernel)
+            _execute(nb, dst, rec.parameters, kernel, strict=strict, scrubbed=scrubbed)
             rec.status = "ok"
         except Exception as e:  # noqa: BLE001 - any kernel failure is reported with its cell
             rec.status = "failed"
