@@ -114,3 +114,27 @@ def test_faithfulness_metrics(smoke_run):
     ext = m["answerers"]["extractive"]
     assert ext["cost_usd"] == 0.0
     assert m["questions"]["unanswerable"] > 0
+
+
+def test_conversation_metrics(smoke_run):
+    out, _ = smoke_run
+    m = read_metrics(out.parent, "smoke/06_conversation")
+    fu = m["follow_ups"]
+    # the construction rule on the five smoke papers yields b-27 (BERT) and d-21 (pioNER)
+    assert fu["yielded"] == 2 and fu["n"] == 2 and fu["scored"] == 2
+    conditions = {"follow-up (raw)", "rewrite: rules", "rewrite: llm:smollm2-135m",
+                  "original (upper bound)"}  # fmt: skip
+    assert conditions <= set(m["retrieval"])
+    for c in conditions:
+        assert m["retrieval"][c]["n"] == 2
+        for metric in ("ndcg@10", "recall@10"):
+            r = m["retrieval"][c][metric]
+            assert 0.0 <= r["ci_low"] <= r["mean"] <= r["ci_high"] <= 1.0
+    rest = {r["condition"]: r for r in m["restoration"]}
+    assert rest["follow-up (raw)"]["restored"] == 0  # the entity was replaced by construction
+    assert rest["original (upper bound)"]["share"] == 1.0
+    assert rest["rewrite: rules"]["restored"] == 2
+    assert len(m["pairwise"]["ndcg@10"]) == len(m["pairwise"]["recall@10"]) == 6
+    for name in ("gpt-4o-mini", "claude-3-5-haiku", "llama-3.1-8b-instant"):
+        status = m["rewriters"][f"llm:{name}"]
+        assert status.startswith("run") == (f"rewrite: llm:{name}" in m["retrieval"]), status
