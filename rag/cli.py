@@ -25,12 +25,21 @@ def _cmd_check_params(args: argparse.Namespace) -> int:
     from rag.report import profiles
 
     names = args.profiles or profiles.list_profiles()
-    for name in names:
-        resolved = profiles.resolve_parameters(name, f"outputs/{name}")
+    bad = 0
+    for name in names:  # every profile is checked, so one run names every bad one
+        try:
+            resolved = profiles.resolve_parameters(name, f"outputs/{name}")
+        except RagError as e:
+            bad += 1
+            print(f"{name}: error: {e}", file=sys.stderr)
+            continue
         print(
             f"{name}: ok ({sum(len(v) for v in resolved.values())} parameters "
             f"over {len(resolved)} notebooks)"
         )
+    if bad:
+        print(f"error: {bad} of {len(names)} profile(s) are invalid", file=sys.stderr)
+        return 2
     return 0
 
 

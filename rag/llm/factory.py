@@ -64,11 +64,17 @@ def available_models(
 def model_status(
     names: Sequence[str], settings: LLMSettings | None = None, keys: ApiKeys | None = None
 ) -> dict[str, str]:
-    """``{name: "run" | "not run: <why>"}`` for the named models, in the order given."""
+    """``{name: "run" | "not run: <why>"}`` for the named models, in the order given.
+
+    Raises:
+        ConfigError: a name is not registered (a typo is an error, not a model "not run").
+    """
+    for name in names:
+        get_model(name)
     available = {n: (ok, why) for n, ok, why in available_models(settings, keys)}
     out = {}
     for name in names:
-        ok, why = available.get(name, (False, "unknown model"))
+        ok, why = available[name]
         out[name] = "run" if ok else f"not run: {why}"
     return out
 

@@ -8,7 +8,11 @@ A profile holds only deltas from the notebooks' own defaults::
       parse_timeout_s: 30
 
 Papermill only warns about a parameter that a notebook does not declare; here it is an error that
-names the key and the notebook, checked with ``papermill.inspect_notebook``.
+names the key and the notebook, checked with ``papermill.inspect_notebook``. Papermill does not
+check types either (a string where a list is declared is then read letter by letter), so every
+value is checked against the annotation in the notebook's parameters cell (:func:`type_problem`),
+model names against the LLM registry (:data:`MODEL_KEYS`), and a duplicated YAML key is an error
+rather than a silent last-one-wins. Every problem of a profile is reported at once.
 """
 
 from __future__ import annotations
@@ -26,6 +30,97 @@ PARAMS_DIR = "params"
 NOTEBOOKS_DIR = "notebooks"
 #: Keys the runner itself injects into every notebook (each notebook must declare them).
 RUNNER_KEYS = ("profile", "output_dir")
+#: Parameters naming models of :mod:`rag.llm.registry` (one name, or a list of names).
+MODEL_KEYS = ("local_model", "llm_model", "api_models", "llm_judges")
+#: Python types accepted for each annotation papermill reports (``bool`` is not an ``int`` here).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "list": (list, tuple),
+    "dict": (dict,),
+}
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key repeated in one mapping (YAML 1.2 forbids it)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def type_problem(name: str, value: Any, declared: dict[str, Any]) -> str | None:
+    """Why ``value`` does not fit parameter ``name``'s annotated type, or None when it does."""
+    expected = _TYPES.get(str(declared.get("inferred_type_name")))
+    if expected is None:  # no annotation (or one this check does not know): nothing to hold it to
+        return None
+    if isinstance(value, bool) and bool not in expected:
+        ok = False
+    else:
+        ok = isinstance(value, expected)
+    if ok:
+        return None
+    return (
+        f"parameter {name!r} is declared {declared['inferred_type_name']} "
+        f"(default {declared.get('default')}), got {value!r} ({type(value).__name__})"
+    )
+
+
+def model_problems(name: str, value: Any) -> list[str]:
+    """Unknown model names in a :data:`MODEL_KEYS` parameter, each named with the known ones."""
+    if name not in MODEL_KEYS:
+        return []
+    from rag.llm.registry import MODELS, model_names
+
+    names = [value] if isinstance(value, str) else list(value) if isinstance(value, list) else []
+    return [
+        f"parameter {name!r}: unknown model {m!r} (known: {', '.join(model_names())})"
+        for m in names
+        if m not in MODELS
+    ]
+
+
+def check_values(notebook: str, values: dict[str, Any], declared: dict[str, Any]) -> list[str]:
+    """Type and model-name problems of ``values`` for one notebook, each naming the notebook."""
+    problems = []
+    for key, value in values.items():
+        if key not in declared:
+            continue
+        why = type_problem(key, value, declared[key])
+        problems += [f"{notebook}: {why}"] if why else []
+        problems += [f"{notebook}: {why}" for why in model_problems(key, value)]
+    return problems
+
+
+def check_notebook_globals(notebook: str, namespace: dict[str, Any]) -> None:
+    """Check a running notebook's parameter values (as papermill injected them) before use.
+
+    ``papermill -p max_papers five`` injects the string ``"five"``; this makes it a
+    :class:`ConfigError` naming the parameter instead of a TypeError cells later.
+
+    Raises:
+        ConfigError: listing every parameter whose value does not fit its declaration.
+    """
+    path = paths.resolve(NOTEBOOKS_DIR) / f"{notebook}.ipynb"
+    if not path.exists():
+        return
+    declared = declared_parameters(path)
+    values = {k: namespace[k] for k in declared if k in namespace}
+    problems = check_values(notebook, values, declared)
+    if problems:
+        raise ConfigError("bad notebook parameters:\n  " + "\n  ".join(problems))
 
 
 def notebook_paths() -> list[Path]:
@@ -64,7 +159,7 @@ def load_profile(name: str) -> dict[str, dict[str, Any]]:
             f"(have: {', '.join(list_profiles())})"
         )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         raise ConfigError(f"{PARAMS_DIR}/{name}.yaml is not valid YAML: {e}") from e
     if not isinstance(data, dict) or any(not isinstance(v, dict) for v in data.values()):
@@ -79,39 +174,44 @@ def resolve_parameters(profile: str, output_dir: str) -> dict[str, dict[str, Any
     """Per-notebook parameters for a profile, validated against what each notebook declares.
 
     Raises:
-        ConfigError: a section names no notebook, a key is declared by no notebook (``all``), or a
-            notebook section holds a key that notebook does not declare — naming key and notebook.
+        ConfigError: a section names no notebook, a key is declared by no notebook (``all``), a
+            notebook section holds a key that notebook does not declare, a value does not fit the
+            parameter's annotated type, or a model name is not registered — every problem of the
+            profile in one message, each naming key and notebook.
     """
     data = load_profile(profile)
+    where = f"{PARAMS_DIR}/{profile}.yaml"
     nbs = {nb.stem: nb for nb in notebook_paths()}
     declared = {stem: declared_parameters(nb) for stem, nb in nbs.items()}
+    problems: list[str] = []
     unknown_sections = set(data) - set(nbs) - {"all"}
     if unknown_sections:
-        raise ConfigError(
-            f"{PARAMS_DIR}/{profile}.yaml: section(s) {sorted(unknown_sections)} name no notebook "
-            f"(notebooks: {sorted(nbs)})"
+        problems.append(
+            f"section(s) {sorted(unknown_sections)} name no notebook (notebooks: {sorted(nbs)})"
         )
     common = data.get("all", {})
     for key in common:
         if not any(key in d for d in declared.values()):
-            raise ConfigError(
-                f"{PARAMS_DIR}/{profile}.yaml: key 'all.{key}' is declared by no notebook's "
-                "parameters cell"
-            )
+            problems.append(f"key 'all.{key}' is declared by no notebook's parameters cell")
     out: dict[str, dict[str, Any]] = {}
     for stem, decl in declared.items():
         missing = [k for k in RUNNER_KEYS if k not in decl]
         if missing:
-            raise ConfigError(f"{stem}.ipynb must declare {missing} in its parameters cell")
+            problems.append(f"{stem}.ipynb must declare {missing} in its parameters cell")
         own = data.get(stem, {})
         for key in own:
             if key not in decl:
-                raise ConfigError(
-                    f"{PARAMS_DIR}/{profile}.yaml: key '{key}' is not a parameter of notebook "
-                    f"{stem} (it declares: {', '.join(sorted(decl))})"
+                problems.append(
+                    f"key '{key}' is not a parameter of notebook {stem} "
+                    f"(it declares: {', '.join(sorted(decl))})"
                 )
         params = {k: v for k, v in common.items() if k in decl}
         params.update(own)
+        problems += check_values(stem, params, decl)
         params.update({"profile": profile, "output_dir": output_dir})
         out[stem] = params
+    if problems:
+        # a key in 'all' is checked once per notebook declaring it: report it once
+        unique = list(dict.fromkeys(problems))
+        raise ConfigError(f"{where}:\n  " + "\n  ".join(unique))
     return out

@@ -36,9 +36,21 @@ class Recorder:
     Args:
         output_dir: the run's folder (``outputs/<profile>``), relative to the project root.
         notebook: the notebook stem, e.g. ``"01_ingest"``.
+        params: the notebook's namespace (``globals()``): its parameter values are checked against
+            the parameters cell's annotations first, so a bad ``papermill -p`` value is an error
+            naming the parameter, before any cell uses it.
+
+    Raises:
+        ConfigError: a parameter value does not fit its declared type or names an unknown model.
     """
 
-    def __init__(self, output_dir: str, notebook: str) -> None:
+    def __init__(
+        self, output_dir: str, notebook: str, params: dict[str, Any] | None = None
+    ) -> None:
+        if params is not None:
+            from rag.report.profiles import check_notebook_globals
+
+            check_notebook_globals(notebook, params)
         self.dir = paths.resolve(output_dir) / notebook
         (self.dir / "figures").mkdir(parents=True, exist_ok=True)
         (self.dir / "tables").mkdir(parents=True, exist_ok=True)
