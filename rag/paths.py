@@ -3,6 +3,12 @@
 Paths are resolved from the installed package (``rag/`` sits in the project root), so notebooks
 opened from ``notebooks/`` and the runner, whose working directory is the root, agree. Environment
 variables override the defaults so an offline reader can point at their own folders.
+
+One convention for every path parameter (notebooks, profiles, CLI), applied by :func:`resolve`: an
+absolute path is used as it is; ``../shared/<rest>`` names ``<rest>`` in the shared data folder,
+which is ``$RAG_SHARED_DIR`` when set (so a clone without ``../shared`` works, and a set variable
+always wins over a ``../shared`` that happens to exist); any other relative path is relative to the
+project root. :func:`display` writes paths back the same way.
 """
 
 from __future__ import annotations
@@ -23,10 +29,19 @@ def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+#: The prefix by which a path parameter names the shared data folder.
+SHARED_PREFIX = "../shared"
+
+
 def resolve(path: str | os.PathLike[str]) -> Path:
-    """Resolve a path given relative to the project root (absolute paths pass through)."""
+    """Resolve a path parameter: absolute as is, ``../shared/…`` in :func:`shared_dir`, any other
+    relative path against the project root (see the module docstring)."""
     p = Path(path).expanduser()
-    return p if p.is_absolute() else project_root() / p
+    if p.is_absolute():
+        return p
+    if p.parts[:2] == ("..", "shared"):
+        return shared_dir().joinpath(*p.parts[2:])
+    return project_root() / p
 
 
 def shared_dir() -> Path:

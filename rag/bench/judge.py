@@ -19,7 +19,7 @@ def bench_offline_judge(n: int = 200) -> dict:
     t0 = time.perf_counter()
     judge = OfflineJudge()
     load_s = time.perf_counter() - t0
-    rows = read_pairs(paths.shared_dir() / DEV_PATH)[:n]
+    rows = read_pairs(paths.resolve(DEV_PATH))[:n]
     pairs = [(r["claim"], r["abstract"]) for r in rows]
     judge.predict(pairs)  # warm the embedding cache
     t1 = time.perf_counter()

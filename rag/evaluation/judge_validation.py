@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 HUMAN_LABELS = ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")
 FAILURE = "judge_failure"
-DEV_PATH = "datasets/scifact/judge_dev.jsonl"
+DEV_PATH = "../shared/datasets/scifact/judge_dev.jsonl"
 
 
 def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -67,7 +67,8 @@ def validate_judge(
 
     Args:
         judge: any claim judge (a batched ``predict(pairs)`` is used when it has one).
-        path: the labelled file (relative to the shared folder, or absolute).
+        path: the labelled file, a path parameter as :func:`rag.paths.resolve` reads it
+            (``../shared/…`` is the shared data folder, ``$RAG_SHARED_DIR``).
         limit: judge only the first ``limit`` pairs (smoke runs).
         n_resamples: bootstrap resamples for the CI.
         seed: bootstrap seed.
@@ -80,8 +81,7 @@ def validate_judge(
     """
     from rag.judge.offline import read_pairs
 
-    p = Path(path) if path is not None else Path(DEV_PATH)
-    p = p if p.is_absolute() else paths.shared_dir() / p
+    p = paths.resolve(path if path is not None else DEV_PATH)
     rows = read_pairs(p)[:limit] if limit is not None else read_pairs(p)
     bad = sorted({r["label"] for r in rows} - set(HUMAN_LABELS))
     if bad:

@@ -33,7 +33,7 @@ from tenacity import (
 from rag.errors import DownloadError, GoldError
 from rag.ir import Qrels
 from rag.jsonl import iter_jsonl
-from rag.paths import shared_dir
+from rag.paths import resolve, shared_dir
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def load_scifact(
     Only the queries of ``split`` (those with qrels) are returned. ``root`` defaults to the shared
     offline copy; pass the folder :func:`download_scifact` produced on a machine with internet.
     """
-    d = Path(root) if root is not None else default_dir()
+    d = resolve(root) if root is not None else default_dir()
     qrels_path = d / "qrels" / f"{split}.tsv"
     if not qrels_path.exists():
         raise GoldError(
