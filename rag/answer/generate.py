@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from rag.answer.claims import parse_answer, parse_citations, split_sentences
 from rag.answer.context import Context
-from rag.errors import ConfigError
+from rag.errors import ConfigError, LLMError
 from rag.index.bm25 import Tokenizer, TokenizerSettings
 from rag.ir import EmbedderLike
 from rag.llm.base import ChatModel, Message
@@ -297,4 +297,28 @@ def answer_all(
     out = {}
     for qid in tqdm(questions, desc=answerer.name, disable=not progress):
         out[qid] = answerer.answer(questions[qid], contexts[qid])
+    return out
+
+
+def answer_each(
+    answerers: Mapping[str, Answerer],
+    questions: Mapping[str, str],
+    contexts: Mapping[str, Context],
+    status: dict[str, str],
+    *,
+    progress: bool = True,
+) -> dict[str, dict[str, Answer]]:
+    """:func:`answer_all` for every answerer; one whose model fails does not stop the others.
+
+    An answerer whose model call fails for good (:class:`rag.errors.LLMError`: retries exhausted
+    on an unreachable or failing API, a rejected key) is left out of the result and its
+    ``status[name]`` becomes ``"failed: <reason>"``, so the report shows that row and goes on.
+    """
+    out: dict[str, dict[str, Answer]] = {}
+    for name, answerer in answerers.items():
+        try:
+            out[name] = answer_all(answerer, questions, contexts, progress=progress)
+        except LLMError as e:
+            logger.error("answerer %s failed: %s", name, e)
+            status[name] = f"failed: {type(e).__name__}: {e}"
     return out

@@ -18,6 +18,7 @@ import pandas as pd
 from rag.answer.claims import parse_answer
 from rag.answer.context import Context
 from rag.answer.generate import Answer
+from rag.errors import RagError
 from rag.evaluation.answers import answer_quality
 from rag.evaluation.citations import (
     citation_scores,
@@ -236,3 +237,56 @@ def pick_examples(
         if out["faithful_non_answer"] is None and g.answers[q].refused and miss(q):
             out["faithful_non_answer"] = q
     return out
+
+
+def grade_with_llm_judges(
+    chats: Mapping[str, Any],
+    status: dict[str, str],
+    *,
+    dev_path: str,
+    limit: int | None,
+    seed: int,
+    answers: Mapping[str, Mapping[str, Answer]],
+    contexts: Mapping[str, Context],
+    items: Sequence[GoldItem],
+) -> tuple[dict[str, dict[str, Any]], dict[str, pd.DataFrame]]:
+    """Validate each LLM judge on human labels, then grade every answerer with it.
+
+    A judge whose model fails (one health-check call raises :class:`rag.errors.LLMError`, or its
+    validation fails on every pair) is skipped and ``status[name]`` becomes
+    ``"failed: <reason>"``: the notebook goes on and the report shows the row.
+
+    Args:
+        chats: ``{judge name: chat model}`` of the judges to run.
+        status: ``{judge name: status}``, updated in place for failed judges.
+        dev_path: the human-labelled validation file (a path parameter).
+        limit: judge only the first ``limit`` validation pairs.
+        seed: bootstrap seed.
+        answers: ``{answerer: {qid: answer}}`` to grade.
+        contexts: the contexts the answers were given.
+        items: the gold items of the questions.
+
+    Returns:
+        ``({judge: validation metrics without timing}, {judge: summary table})``.
+    """
+    from rag.evaluation.judge_validation import validate_judge
+    from rag.judge.llm_judge import LLMJudge
+    from rag.llm.factory import model_failure
+
+    validation: dict[str, dict[str, Any]] = {}
+    tables: dict[str, pd.DataFrame] = {}
+    for name, chat in chats.items():
+        why = model_failure(chat)
+        if why is None:
+            judge = LLMJudge(chat)
+            try:
+                metrics, _ = validate_judge(judge, dev_path, limit=limit, seed=seed)
+            except RagError as e:  # e.g. every pair failed: JudgeError
+                why = f"{type(e).__name__}: {e}"
+        if why is not None:
+            status[name] = f"failed: {why}"
+            continue
+        validation[name] = {k: v for k, v in metrics.items() if k != "seconds"}
+        grades = [grade_answerer(n, answers[n], contexts, items, judge) for n in answers]
+        tables[name] = summary_table(grades, seed=seed)
+    return validation, tables

@@ -12,8 +12,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from rag.errors import ProviderUnavailable
+from rag.errors import LLMError, ProviderUnavailable
 from rag.llm.anthropic_chat import AnthropicBackend
+from rag.llm.base import ChatModel
 from rag.llm.cache import CompletionCache
 from rag.llm.local import LocalBackend, engine_missing, find_gguf, resolve_engine
 from rag.llm.meter import CostMeter
@@ -77,6 +78,23 @@ def model_status(
         ok, why = available[name]
         out[name] = "run" if ok else f"not run: {why}"
     return out
+
+
+#: The one tiny request :func:`model_failure` sends (cached like any call, so a re-run is free).
+HEALTH_CHECK = [{"role": "user", "content": "Reply with the word OK."}]
+
+
+def model_failure(chat: ChatModel) -> str | None:
+    """Why a configured model cannot answer right now (one tiny call), or None when it can.
+
+    A key can be set while the API is unreachable or failing; checking once before a batch turns
+    that into one reason ("failed: RetriesExhausted: ...") instead of a retry ladder per item.
+    """
+    try:
+        chat.complete(HEALTH_CHECK, max_tokens=2, prompt_version="health-1")
+    except LLMError as e:
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 def _sdk_client(provider: str, settings: LLMSettings, key: str, http_client: Any) -> Any:
