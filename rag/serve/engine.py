@@ -162,7 +162,9 @@ class Lab:
             if self._judge is None:
                 from rag.judge.offline import OfflineJudge
 
-                self._judge = OfflineJudge()
+                # The judge is trained on MiniLM features: share the served MiniLM, not a 2nd copy.
+                same = self.settings.embedder == "minilm"
+                self._judge = OfflineJudge(embedder=self.index.embedder if same else None)
             return self._judge
 
     def retriever(self, name: str | None, k: int, per_paper_cap: int | None = None):

@@ -35,7 +35,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: Paths open without a key: liveness and the demo page's static files (they hold no data; the
 #: page sends the key, typed by the user, with every API call).
-PUBLIC = ("/health", "/", "/static/")
+PUBLIC = ("/health", "/")
+PUBLIC_PREFIX = "/static/"
 _ABS_PATH = re.compile(r"(?<![\w.:/])(/[\w.\-+@~]+){2,}/?")
 
 
@@ -132,7 +133,7 @@ class Guard:
         self.max_body, self.max_upload, self.upload_paths = max_body, max_upload, upload_paths
 
     def _public(self, path: str) -> bool:
-        return path in ("/health", "/") or path.startswith("/static/")
+        return path in PUBLIC or path.startswith(PUBLIC_PREFIX)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
