@@ -445,3 +445,32 @@ def test_a_committed_paper_survives_a_restart_whole(lab, shared_dir):
     assert len(reopened.snapshot.dense.ids) == len(reopened.snapshot.bm25.ids) == 6 + n
     recorded = json.loads((idx.root / MANIFEST).read_text())
     assert recorded["n_chunks"] == 6 + n and len(recorded["papers"]) == 3
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def test_cli_search_ask_chat(lab, monkeypatch, capsys):
+    import io
+
+    from rag import cli
+    from rag.serve import commands
+
+    monkeypatch.setattr(commands, "_lab", lambda args, **kw: lab)
+    assert cli.main(["search", "hierarchical softmax", "-k", "2", "--json"]) == 0
+    hits = json.loads(capsys.readouterr().out)["hits"]
+    assert len(hits) == 2 and hits[0]["arxiv_id"] == "1607.01759"
+    assert cli.main(["search", "hierarchical softmax", "-k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("hybrid: 2 hits") and "(arXiv:1607.01759, p. " in out
+    assert cli.main(["ask", "How is pair2vec trained?", "--judge"]) == 0
+    out = capsys.readouterr().out
+    assert "[1]" in out and "Sources:" in out and "Judge (word-judge): scored" in out
+    assert cli.main(["ask", "x", "--answerer", "nope"]) == 2  # a clear error, no traceback
+    assert "answerer" in capsys.readouterr().err
+    turns = "What does pair2vec learn?\nHow is this model trained?\n\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(turns))
+    assert cli.main(["chat"]) == 0
+    out = capsys.readouterr().out
+    assert "» What does pair2vec learn?   (not rewritten: no history)" in out
+    assert "» How is pair2vec trained?   (rewritten by rules)" in out
