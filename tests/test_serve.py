@@ -474,3 +474,16 @@ def test_cli_search_ask_chat(lab, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "» What does pair2vec learn?   (not rewritten: no history)" in out
     assert "» How is pair2vec trained?   (rewritten by rules)" in out
+
+
+def test_ingest_a_pinned_paper_missing_from_the_mirror_fails_clearly(lab, tmp_path):
+    empty = tmp_path / "empty-mirror"
+    empty.mkdir()
+    lab.settings = lab.settings.model_copy(update={"pdf_mirror": str(empty)})
+    with TestClient(create_app(lab, serve=OFFLINE, api_key="")) as c:
+        job = _wait_job(c, c.post("/ingest", json={"arxiv_id": "1310.4546"}).json()["job_id"])
+        assert job["status"] == "failed"
+        assert "neither the PDF cache nor the mirror" in job["detail"]
+        assert str(tmp_path) not in job["detail"]
+        assert c.get("/papers").json()["n_papers"] == 2
+    assert not list((lab.index.root / SEGMENTS).iterdir())
