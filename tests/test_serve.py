@@ -487,3 +487,12 @@ def test_ingest_a_pinned_paper_missing_from_the_mirror_fails_clearly(lab, tmp_pa
         assert str(tmp_path) not in job["detail"]
         assert c.get("/papers").json()["n_papers"] == 2
     assert not list((lab.index.root / SEGMENTS).iterdir())
+
+
+def test_token_buckets_refill_and_forget_idle_clients():
+    from rag.serve.guard import TokenBuckets
+
+    b = TokenBuckets(per_minute=60, burst=1, max_clients=2)
+    assert b.take("a") == 0.0 and 0.0 < b.take("a") <= 1.0  # 1 token per second
+    b._state = {k: (1.0, 0.0) for k in "abc"}  # three clients, idle since t=0
+    assert b.take("d") == 0.0 and set(b._state) == {"d"}

@@ -80,8 +80,8 @@ class ScrubFilter(logging.Filter):
 class TokenBuckets:
     """Per-client token buckets: ``burst`` capacity, refilled at ``per_minute / 60`` per second."""
 
-    def __init__(self, per_minute: int, burst: int) -> None:
-        self.rate, self.burst = per_minute / 60.0, burst
+    def __init__(self, per_minute: int, burst: int, max_clients: int = 10_000) -> None:
+        self.rate, self.burst, self.max_clients = per_minute / 60.0, burst, max_clients
         self._state: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
@@ -89,6 +89,9 @@ class TokenBuckets:
         """0 when the request may pass, else the seconds until a token is available."""
         now = time.monotonic()
         with self._lock:
+            if len(self._state) > self.max_clients:  # forget idle clients (full buckets)
+                idle = self.burst / self.rate if self.rate else 0.0
+                self._state = {k: v for k, v in self._state.items() if now - v[1] < idle}
             tokens, last = self._state.get(client, (float(self.burst), now))
             tokens = min(self.burst, tokens + (now - last) * self.rate)
             if tokens >= 1.0:
