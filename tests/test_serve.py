@@ -7,6 +7,7 @@ and chunker. The real ``rag serve`` process is exercised in ``test_serve_e2e.py`
 
 from __future__ import annotations
 
+import ast
 import json
 import threading
 import time
@@ -125,7 +126,15 @@ def test_profile_settings_are_the_reports_defaults():
     assert (s.chunk_strategy, s.max_tokens, s.overlap_tokens, s.embedder) == (
         "fixed", 254, 32, "minilm",
     )  # fmt: skip
-    assert s.reranker == "fuse:e5-small" and s.rerank_pool == 30  # params/default.yaml
+    # the rerank settings: the profile's value where it sets one, else notebook 04's default
+    from rag.report import profiles
+
+    nb04 = {p.stem: p for p in profiles.notebook_paths()}["04_retrieval"]
+    declared = profiles.declared_parameters(nb04)
+    resolved = profiles.resolve_parameters("default", "outputs/default")["04_retrieval"]
+    for key in ("reranker", "rerank_pool", "hybrid_pool"):
+        want = resolved.get(key, ast.literal_eval(declared[key]["default"]))
+        assert getattr(s, key) == want, key
     assert profile_settings("smoke").paper_ids  # the smoke profile's handful
 
 
