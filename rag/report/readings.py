@@ -345,6 +345,31 @@ def scifact_reproduction(
     )
 
 
+def components(reranker: str, compared: list[str], llm: str, not_run: dict[str, str]) -> Any:
+    """What this run's second stage and LLM actually are (the method text describes the default)."""
+    return _md(
+        f"**This run:** the `rerank` row is `{reranker}`"
+        + (
+            f"; also compared over the same pool: {_join([f'`{c}`' for c in compared])}"
+            if compared
+            else ""
+        )
+        + f"; HyDE and LLM variants use `{llm}`."
+        + (f" Not run: {_join([f'{k} ({v})' for k, v in not_run.items()])}." if not_run else "")
+    )
+
+
+def gold_file(summary: dict[str, Any], n_in_corpus: int) -> str:
+    """One line on the gold file: how many questions of which kind, how many fall on this corpus."""
+    kinds = ", ".join(
+        f"{v} {k.split(':', 1)[1]}" for k, v in summary.items() if k.startswith("kind:")
+    )
+    return (
+        f"gold file: {summary.get('total')} questions ({summary.get('answerable')} answerable; "
+        f"{kinds}) → {n_in_corpus} whose papers are all in this corpus"
+    )
+
+
 def _real_vs(pairwise: Any, name: str) -> tuple[list[str], list[str]]:
     """Retrievers that ``name`` beats / loses to by a real difference."""
     beats, loses = [], []
@@ -486,14 +511,16 @@ def qasper_check(
 
 def proxy_reading(proxy: Any) -> Any:
     cp, nd = proxy["category_precision@5"], proxy["chunk nDCG@10"]
-    rho = cp.rank().corr(nd.rank()) if len(proxy) > 2 else float("nan")
+    if cp.nunique() < 2 or len(proxy) < 3:
+        agree = "the proxy is the same for every retriever, so it cannot rank them at all"
+    else:
+        agree = f"the two rank the retrievers with Spearman ρ = {cp.rank().corr(nd.rank()):.2f}"
     return _md(
         f"**Reading.** The topical proxy ranges only {cp.min():.2f}–{cp.max():.2f} "
         f"(spread {cp.max() - cp.min():.3f}) across {len(proxy)} retrievers, while chunk nDCG@10 "
-        f"ranges {nd.min():.3f}–{nd.max():.3f}; the two rank the retrievers with Spearman "
-        f"ρ = {rho:.2f}. Most of the corpus shares a few categories, so any on-topic paper scores "
-        "on the proxy whether or not it holds the evidence: it should not be reported as "
-        "retrieval quality."
+        f"ranges {nd.min():.3f}–{nd.max():.3f}; {agree}. Most of the corpus shares a few "
+        "categories, so any on-topic paper scores on the proxy whether or not it holds the "
+        "evidence: it should not be reported as retrieval quality."
     )
 
 
