@@ -16,6 +16,17 @@ def shared_dir():
     return d
 
 
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory, shared_dir):
+    """ONE run of every notebook on the smoke profile, shared by the notebook and browser tests
+    (so CI executes the notebooks once): ``(outputs/<tmp>/smoke, runs)``."""
+    from rag.report import runner
+
+    root = tmp_path_factory.mktemp("outputs")
+    runs = runner.run_report("smoke", output_root=str(root))
+    return root / "smoke", runs
+
+
 @pytest.fixture()
 def tmp_cache(tmp_path, monkeypatch):
     """An empty cache root for one test."""

@@ -1,0 +1,127 @@
+"""Readings are computed from the numbers: hand-made inputs, expected sentences derived by hand."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rag.report import figures, readings
+from rag.report.index_page import fmt_value
+
+
+def _survival(rates, lows, highs, n=20):
+    idx = ["fixed", "sentence", "section"]
+    return pd.DataFrame(
+        {"quotes": n, "intact": [round(r * n) for r in rates], "intact_rate": rates,
+         "ci_low": lows, "ci_high": highs},
+        index=idx,
+    )  # fmt: skip
+
+
+SIZES = pd.DataFrame({"chunks": [100, 120, 150]}, index=["fixed", "sentence", "section"])
+
+
+def test_overlapping_intervals_are_a_tie_broken_by_the_fewest_chunks():
+    s = _survival([0.95, 0.96, 0.97], [0.90, 0.91, 0.92], [0.99, 0.99, 1.0])
+    pick, why, tied = readings.chunk_choice(s, SIZES, "fixed")
+    assert pick == "fixed" and set(tied) == {"fixed", "sentence", "section"}
+    assert "not distinguishable" in why
+    text = readings.evidence_intact(s, SIZES, "fixed").data
+    assert "0.970 (95 % CI 0.920–1.000)" in text and "the same choice" in text
+
+
+def test_a_clear_winner_is_picked_and_a_different_indexed_strategy_is_said():
+    s = _survival([0.70, 0.72, 0.97], [0.60, 0.62, 0.93], [0.80, 0.82, 1.0])
+    pick, _, tied = readings.chunk_choice(s, SIZES, "fixed")
+    assert pick == "section" and tied == ["section"]
+    assert "not `section`" in readings.evidence_intact(s, SIZES, "fixed").data
+
+
+def _pairwise():
+    return pd.DataFrame(
+        [
+            {"a": "dense", "b": "hybrid", "diff": -0.05, "ci_low": -0.08, "ci_high": -0.02,
+             "significant": True, "p_adjusted": 0.02, "n": 158},
+            {"a": "hybrid", "b": "rerank", "diff": -0.003, "ci_low": -0.02, "ci_high": 0.01,
+             "significant": False, "p_adjusted": 1.0, "n": 158},
+        ]
+    )  # fmt: skip
+
+
+def test_pairwise_reading_names_only_the_real_differences():
+    text = readings.pairwise_reading(_pairwise()).data
+    assert "1 of 2 pairs differ" in text
+    assert "hybrid > dense by 0.050 (95 % CI 0.020–0.080, Holm p = 0.020)" in text
+    assert "rerank >" not in text
+
+
+def test_difference_to_baseline_is_other_minus_baseline():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    drawn = figures.diff_to_baseline(ax, _pairwise(), "hybrid")
+    plt.close(fig)
+    assert drawn == ["dense", "rerank"]  # dense − hybrid = −0.05 sorts below rerank − hybrid
+
+
+def test_gold_ranking_says_who_is_ahead_and_what_is_not_distinguishable():
+    def block(m, lo, hi):
+        return {"n": 158, "ndcg@10": {"mean": m, "ci_low": lo, "ci_high": hi}}
+
+    chunk = {"dense": block(0.27, 0.22, 0.32), "hybrid": block(0.317, 0.27, 0.37),
+             "rerank": block(0.320, 0.27, 0.38)}  # fmt: skip
+    text = readings.gold_ranking(chunk, {}, _pairwise()).data
+    assert "**rerank** scores highest, nDCG@10 0.320 (95 % CI 0.270–0.380)" in text
+    assert "beats no other retriever by a real difference" in text
+    assert "3 rows" not in text and "3 retrievers" in text
+
+
+def test_qasper_check_says_whether_it_passed():
+    def block(r, lo, hi, nd):
+        return {"n": 14, "recall@10": {"mean": r, "ci_low": lo, "ci_high": hi},
+                "ndcg@10": {"mean": nd, "ci_low": 0, "ci_high": 1}}  # fmt: skip
+
+    gold = {"hybrid": block(0, 0, 0, 0.32), "bm25": block(0, 0, 0, 0.30)}
+    passed = {"hybrid": block(0.40, 0.2, 0.6, 0), "bm25": block(0.45, 0.25, 0.65, 0)}
+    failed = {"hybrid": block(0.05, 0.0, 0.1, 0), "bm25": block(0.60, 0.45, 0.75, 0)}
+    assert "**The check passes**" in readings.qasper_check(passed, gold).data
+    assert "**The check fails**" in readings.qasper_check(failed, gold).data
+
+
+@pytest.mark.parametrize(
+    ("total", "label"),
+    [
+        ({"calls": 0}, "gold questions (no LLM calls)"),
+        ({"calls": 10, "fresh_calls": 0}, "gold questions (LLM cache warm)"),
+        ({"calls": 10, "fresh_calls": 4}, "gold questions (4 fresh LLM calls)"),
+    ],
+)
+def test_the_latency_legend_says_whether_llm_calls_were_cache_hits(total, label):
+    assert readings.llm_cache_label({"total": total}) == label
+
+
+def test_faithfulness_is_never_shown_without_answered_rate_and_f1():
+    a = {"faithfulness": {"mean": 1.0, "ci": [1.0, 1.0], "n_scored": 31, "answered_rate": 0.5167},
+         "answer_f1": {"mean": 0.0831, "ci": [0.057, 0.121], "n": 42}}  # fmt: skip
+    head = readings.headline_faithfulness({"extractive": a})["extractive"]
+    assert head == "faithfulness 1.00 · answered 0.52 · answer F1 0.083"
+    text = readings.faithfulness_reading({"extractive": a}, 0.75).data
+    assert "answered rate 0.52" in text and "answer F1 0.083 (95 % CI 0.057–0.121)" in text
+
+
+def test_answers_are_shortened_and_repeated_lines_collapsed():
+    text = "The answer is 4.\n" + "The previous answer is:\n" * 20 + "done"
+    assert readings._trim_answer(text) == "The answer is 4. The previous answer is: done"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "shown"),
+    [("dense p50 ms (1x)", 8.5512, "8.6"), ("evidence found (all)", 0.99688, "0.997"),
+     ("chunks indexed", 5193, "5,193"), ("embedding chunks/s", 23.951, "24.0"),
+     ("rate", 0.0831, "0.083")],
+)  # fmt: skip
+def test_headline_numbers_are_rounded_for_people(key, value, shown):
+    assert fmt_value(key, value) == shown
