@@ -504,8 +504,9 @@ def bootstrap_manifest(
     """Papers for a new manifest from an arXiv query, newest submissions first.
 
     The result drifts daily (new papers, new versions): it is a starting point, not a corpus.
-    Write it with :func:`rag.corpus.manifest.write_manifest`, then run ingest once so the observed sha256 is recorded
-    (see :func:`rag.corpus.manifest.observe`) and commit the file; from then on the manifest pins the corpus.
+    Write it with :func:`rag.corpus.manifest.write_manifest`, then run ingest once so the observed
+    sha256 is recorded (see :func:`rag.corpus.manifest.observe`) and commit the file; from then on
+    the manifest pins the corpus.
     """
     with ArxivClient(settings, session=session) as client:
         return client.search(query, max_results=max_results)

@@ -205,7 +205,7 @@ class IngestSummary:
 
 
 def _default_parse_fn(parse_settings: ParseSettings | None) -> ParseFn:
-    """``rag.corpus.parse.load_parsed`` with the given (or default) parse settings, imported lazily."""
+    """``rag.corpus.parse.load_parsed`` (verifying) with the given or default parse settings."""
     from rag.corpus.parse import ParseSettings, load_parsed
 
     ps = parse_settings if parse_settings is not None else ParseSettings()
