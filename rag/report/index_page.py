@@ -32,6 +32,8 @@ ABSTRACT = (
     "2-core CPU; each section below states a notebook's question, its answer with the number "
     "behind it, and links to the full write-up and to the version with code."
 )
+#: Notebooks the abstract describes; any other notebook of the run is named after it.
+ABSTRACT_COVERS = ("01", "02", "03", "04", "05")
 CANNOT_SEE = [
     "The corpus gold questions are not human-verified: they are a development set written from "
     "titles and abstracts, and a chunk counts as relevant when it contains an evidence quote.",
@@ -156,9 +158,11 @@ def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
     Reads ``run.json`` (written before) for the run metadata.
     """
     run = _read_json(out / "run.json")
-    sections = []
+    sections, extra = [], []
     for r in runs:
         title, question = notebook_intro(out / f"{r.name}.ipynb")
+        if r.name[:2] not in ABSTRACT_COVERS:
+            extra.append(html.escape(title))
         summary = _read_json(out / r.name / "summary.json")
         head = _read_json(out / r.name / "metrics.json").get("headline", {})
         answer = summary.get("answer")
@@ -184,6 +188,8 @@ def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
             f"<a href='{r.name}/metrics.json'>metrics.json</a>"
             f"</p></section>"
         )
+    further = " Further: " + "; ".join(extra) if extra else ""
+    further += "" if not further or further.endswith(("?", ".")) else "."
     cannot = "".join(f"<li>{_md_inline(c)}</li>" for c in CANNOT_SEE)
     wall_rows = "".join(
         f"<tr><td><a href='{r.name}.html'>{html.escape(r.name)}</a></td>"
@@ -207,7 +213,7 @@ def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
 <nav class="post-nav"><a href="index.html">arXiv RAG Lab</a> · profile <code>{p}</code> ·
 {" · ".join(f"<a href='{r.name}.html'>{html.escape(r.name)}</a>" for r in runs)}</nav>
 <h1>{html.escape(TITLE)}</h1>
-<p class="abstract">{html.escape(ABSTRACT)}</p>
+<p class="abstract">{html.escape(ABSTRACT)}{further}</p>
 {"".join(sections)}
 <section class="nb" id="cannot-see"><h2>What these numbers cannot see</h2>
 <ul>{cannot}</ul></section>
