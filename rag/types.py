@@ -68,7 +68,8 @@ class Chunk:
     """A retrievable unit of text.
 
     ``chunk_id`` is a stable hash of (paper id, strategy, parameters, offsets); ``char_start`` and
-    ``char_end`` index into the paper's chunkable text as built by :func:`rag.text.chunk.paper_text`.
+    ``char_end`` index into the paper's chunkable text as built by
+    :func:`rag.text.chunk.paper_text`.
     """
 
     chunk_id: str

@@ -115,7 +115,9 @@ def test_readme_package_map_matches_the_folders():
     for d in sorted(p for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
         assert f"\n  {d.name}/ " in section, f"README's package map does not show rag/{d.name}/"
     for name in re.findall(r"\n  (\w+)/ ", section):
-        assert (PKG / name).is_dir(), f"README's package map shows rag/{name}/, which does not exist"
+        assert (PKG / name).is_dir(), (
+            f"README's package map shows rag/{name}/, which does not exist"
+        )
 
 
 def test_notebooks_define_no_functions_or_classes():
@@ -126,7 +128,8 @@ def test_notebooks_define_no_functions_or_classes():
             if cell["cell_type"] != "code":
                 continue
             src = "".join(cell["source"])
-            tree = ast.parse("\n".join(l for l in src.splitlines() if not l.startswith(("%", "!"))))
+            lines = [ln for ln in src.splitlines() if not ln.startswith(("%", "!"))]
+            tree = ast.parse("\n".join(lines))
             defs = [
                 n.name
                 for n in ast.walk(tree)

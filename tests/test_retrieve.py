@@ -246,7 +246,8 @@ def test_conformance(kind, parts):
 
 @pytest.mark.parametrize("name", RETRIEVER_NAMES)
 def test_conformance_with_the_project_indexes(name):
-    """The same contract over rag.index.dense.DenseIndex and rag.index.bm25.BM25Index (hashing embedder)."""
+    """The same contract over rag.index.dense.DenseIndex and rag.index.bm25.BM25Index (hashing
+    embedder)."""
     from rag.index import bm25, dense
 
     store = make_store()

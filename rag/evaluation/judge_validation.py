@@ -4,9 +4,9 @@ SciFact (Wadden et al., 2020) labels each (claim, cited abstract) pair SUPPORT, 
 NOT_ENOUGH_INFO. A judge is scored on the binary question that faithfulness asks — supported or
 not — by **balanced accuracy** = (recall on SUPPORT + recall on not-SUPPORT) / 2, which a judge
 cannot game by always answering the majority class. Its 95 % CI resamples the pairs (2,000
-bootstrap resamples, fixed seed) through :func:`rag.evaluation.stats.bootstrap_ci`. The 3 x 3 confusion
-matrix (human label x judge label) shows *how* it errs, e.g. whether contradictions pass as
-supported. A judge that fails on a pair (an LLM judge's unreadable output) is counted in
+bootstrap resamples, fixed seed) through :func:`rag.evaluation.stats.bootstrap_ci`. The 3 x 3
+confusion matrix (human label x judge label) shows *how* it errs, e.g. whether contradictions pass
+as supported. A judge that fails on a pair (an LLM judge's unreadable output) is counted in
 ``n_failures`` and its own confusion column, and left out of the accuracy — never scored as wrong
 or right silently.
 """

@@ -16,8 +16,9 @@ Undefined cases are explicit (STYLE.md §9):
   returned nothing useful) and is counted (``missing_from_run``);
 * run questions absent from the qrels are ignored and counted (``unjudged``).
 
-Every aggregate carries a bootstrap CI and its n (:mod:`rag.evaluation.stats`); :func:`compare_runs` runs a
-paired randomisation test between every pair of systems with Holm correction and a plain reading.
+Every aggregate carries a bootstrap CI and its n (:mod:`rag.evaluation.stats`);
+:func:`compare_runs` runs a paired randomisation test between every pair of systems with Holm
+correction and a plain reading.
 
 Why this module is long: ranx scores, the undefined cases, paired comparisons, wins/losses, pool
 recall and the topical proxy all read the same aligned per-query table; splitting them would
@@ -268,8 +269,8 @@ def compare_runs(
     """All-pairs paired comparison of runs on one metric.
 
     Every pair (A, B) in the order given is compared on the same scorable questions with a paired
-    randomisation test (:func:`rag.evaluation.stats.paired_test`); p-values are corrected over the whole family
-    of pairs (Holm by default) and each row carries a plain-language reading.
+    randomisation test (:func:`rag.evaluation.stats.paired_test`); p-values are corrected over the
+    whole family of pairs (Holm by default) and each row carries a plain-language reading.
 
     Returns:
         DataFrame with columns a, b, mean_a, mean_b, diff, ci_low, ci_high, p_value, p_adjusted,
@@ -373,7 +374,9 @@ def pool_recall(qrels: Qrels, pool_run: Run) -> pd.DataFrame:
 
 def cut_run(run: Run, depth: int) -> dict[str, dict[str, float]]:
     """Each query's top ``depth`` documents (score descending, ties by id)."""
-    return {q: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]) for q, d in run.items()}
+    return {
+        q: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]) for q, d in run.items()
+    }
 
 
 def pool_recall_table(qrels: Qrels, runs: Mapping[str, Run], depths: Sequence[int]) -> pd.DataFrame:

@@ -75,7 +75,8 @@ def index_chunks(
 
     Args:
         chunks: the records to index (``chunk_id`` unique).
-        fingerprint: identifies the chunk set (``rag.text.chunk.chunk_fingerprint`` or a dataset id).
+        fingerprint: identifies the chunk set (``rag.text.chunk.chunk_fingerprint`` or a dataset
+            id).
         embedder: an :class:`~rag.index.embed.Embedder`, a name for
             :func:`~rag.index.embed.load_embedder`, or None (BM25 only).
         dense: :class:`~rag.index.dense.DenseSettings` fields (default exact IndexFlatIP).

@@ -2,9 +2,10 @@
 
 A *claim judge* labels one claim against a context (:class:`Verdict`); an *answer judge* turns a
 whole answer into claims and verdicts (:class:`AnswerJudgement`). Refusals and claimless answers
-are recognised by :mod:`rag.answer.claims` before any judge runs, so the answered rate does not depend on
-the judge. Implementations: :mod:`rag.judge.offline` (no API) and :mod:`rag.judge.llm_judge`.
-This module stays import-light (no torch) so metrics can use the records without a model.
+are recognised by :mod:`rag.answer.claims` before any judge runs, so the answered rate does not
+depend on the judge. Implementations: :mod:`rag.judge.offline` (no API) and
+:mod:`rag.judge.llm_judge`. This module stays import-light (no torch) so metrics can use the
+records without a model.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ class AnswerJudge(Protocol):
 
 
 def judge_claims(judge: ClaimJudge, answer: str, context: str) -> AnswerJudgement:
-    """Judge an answer claim by claim with the deterministic splitter of :mod:`rag.answer.claims`."""
+    """Judge an answer claim by claim with the deterministic splitter of
+    :mod:`rag.answer.claims`."""
     parsed = parse_answer(answer)
     if parsed.status != "answered":
         return AnswerJudgement(status=parsed.status, reason=parsed.status, judge=judge.name)

@@ -10,8 +10,8 @@ logistic regression, fitted on the non-supported train pairs, separates ``unsupp
 
 The fitted model is stored under ``cache_dir("judge")`` keyed by the training file's hash, the
 feature version, the embedder, the settings and the library versions; it is retrained
-deterministically when missing. Embeddings go through :func:`rag.index.embed_cache.embed_texts` (cached by
-embedder fingerprint and text hash).
+deterministically when missing. Embeddings go through :func:`rag.index.embed_cache.embed_texts`
+(cached by embedder fingerprint and text hash).
 """
 
 from __future__ import annotations

@@ -86,9 +86,10 @@ def _text_key(text: str) -> str:
 class EmbedderReranker:
     """Re-scores a pool with bi-encoder cosines (one embedder, or an ensemble of several).
 
-    Passage vectors go through :func:`rag.index.embed_cache.embed_texts` (disk cache keyed by embedder
-    fingerprint and text hash) when that module is present, so a slow embedder such as e5-small
-    (~4.5 passages/s here) encodes each distinct passage once across queries and runs; otherwise
+    Passage vectors go through :func:`rag.index.embed_cache.embed_texts` (disk cache keyed by
+    embedder fingerprint and text hash) when that module is present, so a slow embedder such as
+    e5-small (~4.5 passages/s here) encodes each distinct passage once across queries and runs;
+    otherwise
     they are memoised in memory.
     """
 
@@ -167,9 +168,9 @@ class FirstStageFusion:
 
     A reranker that is not clearly stronger than the first stage (every offline one here: see
     ``make bench-rerank``) throws away the first stage's evidence when it replaces the order
-    outright; fusing the two orders keeps both (the same :func:`rag.retrieval.fuse.rrf`, k=60, as every fusion
-    in the project). Relies on the :class:`rag.retrieval.retrievers.RerankRetriever` contract: ``texts`` arrive
-    in first-stage rank order.
+    outright; fusing the two orders keeps both (the same :func:`rag.retrieval.fuse.rrf`, k=60, as
+    every fusion in the project). Relies on the :class:`rag.retrieval.retrievers.RerankRetriever`
+    contract: ``texts`` arrive in first-stage rank order.
     """
 
     def __init__(self, inner: Reranker, *, k: int | None = None) -> None:

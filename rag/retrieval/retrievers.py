@@ -1,9 +1,10 @@
 """Retrievers behind one interface: ``retrieve(query, k) -> list[Hit]``.
 
 Six retrievers share the shape (STYLE.md §6) so one conformance test runs over all of them:
-dense, BM25, hybrid (dense + BM25 fused by :func:`rag.retrieval.fuse.rrf`), rerank (a second stage over a
-candidate pool), multi-query (the query and its variants fused by the same RRF) and HyDE (Gao et
-al., ACL 2023: the embedding of an LLM-written hypothetical passage, averaged with the query's).
+dense, BM25, hybrid (dense + BM25 fused by :func:`rag.retrieval.fuse.rrf`), rerank (a second
+stage over a candidate pool), multi-query (the query and its variants fused by the same RRF) and
+HyDE (Gao et al., ACL 2023: the embedding of an LLM-written hypothetical passage, averaged with
+the query's).
 Two wrappers add the options every retriever shares: a per-paper cap (applied *after* any rerank,
 so the reranker sees the uncapped pool) and paper-level results (best chunk per paper).
 
