@@ -18,7 +18,8 @@ Deterministic rules, so a judge's input is reproducible and testable by hand:
    Claims keep the sentence's citations.
 4. **Non-claims.** Questions, sentences of fewer than :data:`MIN_CLAIM_WORDS` words and refusal
    sentences carry no claim. An answer with no claim is a ``"refusal"`` if it contains a refusal
-   sentence and ``"no_claims"`` otherwise; neither is ever scored (see :mod:`rag.evaluation.citations`).
+   sentence and ``"no_claims"`` otherwise; neither is ever scored (see
+   :mod:`rag.evaluation.citations`).
 
 Refusal wording follows what grounded answerers are prompted to say ("the sources do not contain
 the answer", "I cannot find ...").

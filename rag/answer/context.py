@@ -97,7 +97,8 @@ class Context:
 
     @property
     def source_texts(self) -> dict[int, str]:
-        """``{n: chunk text}``, the shape :mod:`rag.evaluation.citations` scores citations against."""
+        """``{n: chunk text}``, the shape :mod:`rag.evaluation.citations` scores citations
+        against."""
         return {s.n: s.text for s in self.sources}
 
     @property

@@ -1,8 +1,9 @@
 """Indexing benchmarks (speed, not correctness): embedding throughput, build cost, query latency.
 
 :func:`bench_index` measures, on SciFact abstracts (or texts you pass) replicated to several corpus
-sizes: embedding throughput of :func:`rag.index.embed_cache.embed_texts` against raw sentence-transformers
-``encode`` with the same model and batch size, dense and BM25 index build time, in-memory and
+sizes: embedding throughput of :func:`rag.index.embed_cache.embed_texts` against raw
+sentence-transformers ``encode`` with the same model and batch size, dense and BM25 index build
+time, in-memory and
 on-disk size, per-query p50/p95 latency (dense includes query encoding), and HNSW recall@10 against
 exact search. Wall-clock numbers depend on the machine's load, so the single-threaded query paths
 also report CPU time (``*_cpu_ms``), which is what the wall time would be on an idle machine.

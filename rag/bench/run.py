@@ -1,8 +1,8 @@
 """``rag bench``: throughput and latency benchmarks of every stage (speed, not correctness).
 
 Benchmarks are not tests: they print tables and return numbers that depend on the machine and its
-load. Each stage's benchmark lives in :mod:`rag.bench` (one module per stage); this module runs them in order and writes
-``outputs/bench/bench.json`` (not published; machine-specific).
+load. Each stage's benchmark lives in :mod:`rag.bench` (one module per stage); this module runs
+them in order and writes ``outputs/bench/bench.json`` (not published; machine-specific).
 """
 
 from __future__ import annotations

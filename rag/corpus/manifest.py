@@ -3,8 +3,8 @@
 The manifest *is* the corpus. Each line pins a paper by arXiv id **and version** (so the versioned
 PDF URL always names the same submission) plus the sha256, byte size and page count observed when
 the pin was made; anyone with internet rebuilds the identical set from it. A query against arXiv
-(see :func:`rag.corpus.arxiv_client.bootstrap_manifest`) drifts daily — new papers, new versions — so a bootstrapped list
-only becomes a corpus once it is written to a manifest file and committed.
+(see :func:`rag.corpus.arxiv_client.bootstrap_manifest`) drifts daily — new papers, new versions —
+so a bootstrapped list only becomes a corpus once it is written to a manifest file and committed.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def load_manifest(path: str | os.PathLike[str] | None = None) -> list[Paper]:
         raise ManifestError(
             f"manifest not found: {display(p)}. Restore data/manifest.jsonl from git "
             "(`git checkout -- data/manifest.jsonl`), pass --manifest <file>, or build a new one "
-            "with bootstrap mode (`python -m rag.corpus.ingest --bootstrap 'cat:cs.IR' --out <file>`)"
+            "with bootstrap mode "
+            "(`python -m rag.corpus.ingest --bootstrap 'cat:cs.IR' --out <file>`)"
         )
     with p.open(encoding="utf-8") as f:
         papers = parse_manifest_lines(f, source=display(p))

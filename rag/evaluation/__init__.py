@@ -1,1 +1,2 @@
-"""Evaluation: gold sets, evidence matching, IR metrics, statistics, SciFact, answer and faithfulness grades."""
+"""Evaluation: gold sets, evidence matching, IR metrics, statistics, SciFact, answer and
+faithfulness grades."""

@@ -1,9 +1,9 @@
 """Compare retrievers on one dataset: runs, metrics with CIs, paired tests, latency.
 
-The notebook calls :func:`run_all` and :func:`grade` once per dataset (SciFact, the corpus gold, QASPER);
-everything it reports — per-retriever means with 95 % bootstrap CIs, all-pairs paired tests with
-Holm correction and a plain-language reading, per-query latency — comes from here, so the notebook
-holds no logic. Metrics are computed by ranx through :mod:`rag.evaluation.metrics`.
+The notebook calls :func:`run_all` and :func:`grade` once per dataset (SciFact, the corpus gold,
+QASPER); everything it reports — per-retriever means with 95 % bootstrap CIs, all-pairs paired
+tests with Holm correction and a plain-language reading, per-query latency — comes from here, so
+the notebook holds no logic. Metrics are computed by ranx through :mod:`rag.evaluation.metrics`.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def build_retrievers(
 ) -> tuple[dict[str, Retriever], dict[str, str]]:
     """Build the named retrievers; those whose components are missing are returned as skipped
     ``{name: reason}`` (e.g. HyDE with no LLM) so the report can say so instead of dropping them.
-    ``extra_rerankers`` (from :func:`rag.retrieval.rerank.load_rerankers`) add ``rerank:<name>`` rows over the same
-    hybrid pool (see :func:`rerank_rows`)."""
+    ``extra_rerankers`` (from :func:`rag.retrieval.registry.load_rerankers`) add ``rerank:<name>``
+    rows over the same hybrid pool (see :func:`rerank_rows`)."""
     built: dict[str, Retriever] = {}
     skipped: dict[str, str] = {}
     for name in names:

@@ -35,7 +35,8 @@ from rag.types import Chunk
 
 logger = logging.getLogger(__name__)
 
-#: ``contains(quote, text, threshold) -> bool`` — fuzzy containment, see :mod:`rag.evaluation.evidence`.
+#: ``contains(quote, text, threshold) -> bool`` — fuzzy containment, see
+#: :mod:`rag.evaluation.evidence`.
 ContainsFn = Callable[[str, str, float], bool]
 
 
