@@ -96,7 +96,7 @@ def test_qasper_check_says_whether_it_passed():
     [
         ({"calls": 0}, "gold questions (no LLM calls)"),
         ({"calls": 10, "fresh_calls": 0}, "gold questions (LLM cache warm)"),
-        ({"calls": 10, "fresh_calls": 4}, "gold questions (4 fresh LLM calls)"),
+        ({"calls": 10, "fresh_calls": 4}, "gold questions (4 fresh LLM calls in this notebook)"),
     ],
 )
 def test_the_latency_legend_says_whether_llm_calls_were_cache_hits(total, label):

@@ -531,7 +531,7 @@ def llm_cache_label(meter: dict[str, Any]) -> str:
         return "gold questions (no LLM calls)"
     if total.get("fresh_calls", 0) == 0:
         return "gold questions (LLM cache warm)"
-    return f"gold questions ({total['fresh_calls']} fresh LLM calls)"
+    return f"gold questions ({total['fresh_calls']} fresh LLM calls in this notebook)"
 
 
 def latency_reading(latency: Any, meter: dict[str, Any]) -> Any:
