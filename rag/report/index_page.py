@@ -37,9 +37,9 @@ ABSTRACT_COVERS = ("01", "02", "03", "04", "05")
 CANNOT_SEE = [
     "The corpus gold questions are not human-verified: they are a development set written from "
     "titles and abstracts, and a chunk counts as relevant when it contains an evidence quote.",
-    "No pretrained cross-encoder is available offline, so the rerank row is a bi-encoder "
-    "re-scoring fused with hybrid's order, chosen on these same test sets: a configuration, not "
-    "a tuned winner.",
+    "No pretrained cross-encoder is available offline, so a rerank row (where a profile runs "
+    "one) is a bi-encoder re-scoring fused with hybrid's order, chosen on these same test sets: a "
+    "configuration, not a tuned winner.",
     "The offline judge passes many claims that contradict their source (see the confusion matrix "
     "in 05); every faithfulness number inherits its error rate.",
     "Faithfulness alone rewards saying nothing: it is always shown beside the answered rate and "
