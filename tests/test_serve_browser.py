@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.pagecheck import CHROMIUM_ARGS
+
 pytest.importorskip("playwright")
 uvicorn = pytest.importorskip("uvicorn")
 
@@ -28,16 +30,7 @@ CHROMIUM = next(
     (p for p in ("/usr/bin/chromium", shutil.which("chromium") or "") if p and Path(p).exists()),
     None,
 )
-ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+ARGS = CHROMIUM_ARGS
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="apt-get install -y chromium")
 
 
