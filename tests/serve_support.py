@@ -7,9 +7,6 @@ TestClient tests run in seconds; the end-to-end tests run the real ``rag serve``
 from __future__ import annotations
 
 import hashlib
-import re
-
-import numpy as np
 
 from rag.index.build import index_chunks
 from rag.serve.config import LabSettings
@@ -17,6 +14,7 @@ from rag.serve.engine import Lab
 from rag.serve.index import ServedIndex
 from rag.text.chunk import chunk_settings
 from rag.types import Chunk
+from tests.fakeembed import BowEmbedder
 
 #: Two real pinned papers, with a few sentences each (paraphrased from their abstracts).
 TEXTS = {
@@ -42,25 +40,7 @@ TEXTS = {
 }  # fmt: skip
 
 
-class HashEmbedder:
-    """Deterministic bag-of-hashed-words vectors (a test stand-in for a sentence encoder)."""
-
-    name = "hash64"
-    fingerprint = "test:hash64-v1"
-    dim = 64
-    batch_size = 32
-
-    def _one(self, text: str) -> np.ndarray:
-        v = np.zeros(self.dim, dtype=np.float32)
-        for w in re.findall(r"[a-z0-9]+", text.lower()):
-            v[int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dim] += 1.0
-        n = np.linalg.norm(v)
-        return v / n if n else v
-
-    def encode_passages(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, self.dim))
-
-    encode_queries = encode_passages
+HashEmbedder = BowEmbedder
 
 
 def tiny_chunks() -> list[Chunk]:

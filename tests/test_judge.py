@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
 import re
@@ -25,6 +24,7 @@ from rag.judge.features import (
     window_vectors,
 )
 from rag.judge.llm_judge import PROMPT_VERSION, LLMJudge, parse_judge_output
+from tests.fakeembed import BowEmbedder
 
 # -- deterministic features ---------------------------------------------------------------------
 
@@ -42,27 +42,6 @@ def test_numbers_are_normalised_and_word_numbers_count():
 def test_entities_need_digits_or_inner_capitals():
     assert entities("The BRCA1 gene and mTOR signalling in IL-6 assays") == {"brca1", "mtor", "il6"}
     assert entities("Aspirin reduces pain") == set()
-
-
-class BowEmbedder:
-    """A deterministic bag-of-words embedder: each word hashes to one of 64 dimensions."""
-
-    name = "bow-test"
-    dim = 64
-    fingerprint = "test:bow64"
-    batch_size = 32
-
-    def _vec(self, text: str) -> np.ndarray:
-        v = np.zeros(self.dim, dtype=np.float32)
-        for w in re.findall(r"[a-z0-9]+", text.lower()):
-            v[int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dim] += 1.0
-        n = np.linalg.norm(v)
-        return v / n if n else v
-
-    def encode_passages(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self._vec(t) for t in texts])
-
-    encode_queries = encode_passages
 
 
 def _features(claim: str, context: str) -> dict[str, float]:
