@@ -21,6 +21,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from rag.report.sweep import run_sweep
+
+    out = run_sweep(args.sweep, engine=args.engine, workers=args.workers, address=args.address)
+    print(f"sweep: outputs/sweeps/{out['name']}/index.html")
+    return 0
+
+
 def _cmd_check_params(args: argparse.Namespace) -> int:
     from rag.report import profiles
 
@@ -98,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--strict", action="store_true", help="refuse, rather than scrub, leaks in outputs"
     )
     r.set_defaults(func=_cmd_report)
+
+    sw = sub.add_parser("sweep", help="papermill re-runs over a parameter grid (resumable)")
+    sw.add_argument("sweep", help="params/sweeps/<name>.yaml (or its name)")
+    sw.add_argument("--engine", choices=["local", "ray"], default="local", help="default: local")
+    sw.add_argument("--workers", type=int, default=None, help="cells in flight (default: CPUs)")
+    sw.add_argument("--address", default=None, help="Ray cluster to join (--engine ray)")
+    sw.set_defaults(func=_cmd_sweep)
 
     c = sub.add_parser("check-params", help="validate params/*.yaml against the notebooks")
     c.add_argument("profiles", nargs="*")

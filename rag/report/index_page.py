@@ -152,6 +152,23 @@ def _figure(out: Path, stem: str, summary: dict[str, Any]) -> str:
     )
 
 
+def sweeps_html(out: Path) -> str:
+    """A section linking every rendered sweep (``outputs/sweeps/*/index.html``), or ``""``."""
+    pages = sorted((out.parent / "sweeps").glob("*/index.html"))
+    if not pages:
+        return ""
+    items = "".join(
+        f"<li><a href='../sweeps/{html.escape(p.parent.name)}/index.html'>"
+        f"{html.escape(p.parent.name)}</a></li>"
+        for p in pages
+    )
+    return (
+        "<section class='nb' id='sweeps'><h2>Sweeps</h2><p>Notebooks re-run over parameter "
+        f"grids (<code>rag sweep</code>), each cell against a base cell:</p><ul>{items}</ul>"
+        "</section>"
+    )
+
+
 def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
     """Write ``out/index.html`` for ``runs`` (records with name, status, wall_s, parameters, error).
 
@@ -215,6 +232,7 @@ def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
 <h1>{html.escape(TITLE)}</h1>
 <p class="abstract">{html.escape(ABSTRACT)}{further}</p>
 {"".join(sections)}
+{sweeps_html(out)}
 <section class="nb" id="cannot-see"><h2>What these numbers cannot see</h2>
 <ul>{cannot}</ul></section>
 <section class="nb" id="reproduce"><h2>Reproduce</h2>

@@ -129,12 +129,14 @@ def _execute(
     *,
     strict: bool = False,
     scrubbed: publish.ScrubReport | None = None,
+    **engine_kwargs: Any,
 ) -> None:
     """Execute ``src`` into a staging folder; publish only its scrubbed copy to ``dst``.
 
     Papermill saves the notebook after every cell, so a failed or interrupted (Ctrl-C) run's
     partial notebook is published scrubbed too; a killed run leaves its partial copy in the
-    system's temp folder, never unscrubbed under ``outputs/``.
+    system's temp folder, never unscrubbed under ``outputs/``. ``engine_kwargs`` go to
+    papermill's nbclient engine (``rag sweep`` passes its own kernel manager class).
     """
     import papermill
 
@@ -149,6 +151,7 @@ def _execute(
                 cwd=str(paths.project_root()),
                 progress_bar=False,
                 request_save_on_cell_execute=True,
+                **engine_kwargs,
             )
         finally:
             if running.exists():
@@ -163,6 +166,46 @@ def _failure_message(stem: str, e: Exception) -> str:
     evalue = getattr(e, "evalue", str(e))
     where = f"cell [{cell}]" if cell is not None else "execution"
     return f"notebook {stem} failed in {where}: {ename}: {evalue}"
+
+
+def execute_and_render(
+    nb: Path,
+    dst: Path,
+    rec: NotebookRun,
+    kernel: str,
+    *,
+    strict: bool = False,
+    scrubbed: publish.ScrubReport | None = None,
+    **engine_kwargs: Any,
+) -> NotebookRun:
+    """Execute one notebook into ``dst``, scrub it and render both pages; fill in ``rec``.
+
+    The kernel's progress bars and warnings go to ``<dst folder>/logs/<stem>.log``. A failure is
+    recorded in ``rec`` (status, error naming the cell), never raised: the rendered notebook with
+    its error cell is kept. The report runner and ``rag sweep`` both execute through here.
+    """
+    scrubbed = scrubbed if scrubbed is not None else publish.ScrubReport()
+    out = dst.parent
+    log_file = out / "logs" / f"{nb.stem}.log"
+    t0 = time.perf_counter()
+    # progress bars and warnings of this kernel go to its log, not into the page
+    os.environ[quiet.LOG_ENV] = str(log_file)
+    log_file.unlink(missing_ok=True)
+    try:
+        _execute(nb, dst, rec.parameters, kernel, strict=strict, scrubbed=scrubbed, **engine_kwargs)
+        rec.status, rec.error = "ok", None
+    except Exception as e:  # noqa: BLE001 - any kernel failure is reported with its cell
+        rec.status = "failed"
+        rec.error = _failure_message(nb.stem, e)
+    rec.wall_s = round(time.perf_counter() - t0, 2)
+    if dst.exists():
+        scrubbed.merge(publish.scrub_file(dst, strict=strict))
+        for page in render_html(dst, [n.stem for n in profiles.notebook_paths()]):
+            scrubbed.merge(publish.scrub_file(page, strict=strict))
+    os.environ.pop(quiet.LOG_ENV, None)
+    if log_file.exists():  # the log is not a page, but it is published beside the pages
+        scrubbed.merge(publish.scrub_file(log_file))
+    return rec
 
 
 def run_report(
@@ -211,26 +254,8 @@ def run_report(
         dst = out / f"{nb.stem}.ipynb"
         log.info("running %s", nb.name)
         print(f"[runner] {nb.stem}: executing with profile '{profile}'", flush=True)
-        t0 = time.perf_counter()
-        # progress bars and warnings of this kernel go to its log, not into the page
-        os.environ[quiet.LOG_ENV] = str(out / "logs" / f"{nb.stem}.log")
-        (out / "logs" / f"{nb.stem}.log").unlink(missing_ok=True)
-        try:
-            _execute(nb, dst, rec.parameters, kernel, strict=strict, scrubbed=scrubbed)
-            rec.status = "ok"
-        except Exception as e:  # noqa: BLE001 - any kernel failure is reported with its cell
-            rec.status = "failed"
-            rec.error = _failure_message(nb.stem, e)
-            failure = rec.error
-        rec.wall_s = round(time.perf_counter() - t0, 2)
-        if dst.exists():
-            scrubbed.merge(publish.scrub_file(dst, strict=strict))
-            for page in render_html(dst, [n.stem for n in profiles.notebook_paths()]):
-                scrubbed.merge(publish.scrub_file(page, strict=strict))
-        os.environ.pop(quiet.LOG_ENV, None)
-        log_file = out / "logs" / f"{nb.stem}.log"
-        if log_file.exists():  # the log is not a page, but it is published beside the pages
-            scrubbed.merge(publish.scrub_file(log_file))
+        execute_and_render(nb, dst, rec, kernel, strict=strict, scrubbed=scrubbed)
+        failure = rec.error
         print(f"[runner] {nb.stem}: {rec.status} in {rec.wall_s:.1f}s", flush=True)
         if failure:
             break
