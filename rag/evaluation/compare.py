@@ -101,6 +101,21 @@ class Comparison:
             rows.append(row)
         return pd.DataFrame(rows).set_index("retriever")
 
+    def per_query_table(self) -> pd.DataFrame:
+        """Per-question values, long: ``scope`` (``<dataset>/<retriever>``, the path of the same
+        metric in :meth:`to_metrics`' nesting), ``qid``, ``metric``, ``value``. ``rag sweep`` pairs
+        its cells on these."""
+        frames = [
+            ev.per_query.rename_axis("qid")
+            .reset_index()
+            .melt(id_vars="qid", var_name="metric", value_name="value")
+            .assign(scope=f"{self.dataset}/{name}")
+            for name, ev in self.evals.items()
+        ]
+        if not frames:
+            return pd.DataFrame(columns=["scope", "qid", "metric", "value"])
+        return pd.concat(frames, ignore_index=True)[["scope", "qid", "metric", "value"]]
+
     def to_metrics(self) -> dict[str, Any]:
         """``{retriever: {metric: {mean, ci_low, ci_high, n}, "latency_ms": {...}}}`` plus skips."""
         out: dict[str, Any] = {}
