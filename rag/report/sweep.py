@@ -45,9 +45,12 @@ ENGINES = ("local", "ray")
 MANIFEST = "manifest.json"
 
 
-def code_version() -> str:
-    """sha256 over every ``rag/**/*.py`` (path and content): any code change re-runs the cells."""
-    root = paths.project_root() / "rag"
+def code_version(root: Path | None = None) -> str:
+    """sha256 over every ``rag/**/*.py`` (path and content): any code change re-runs the cells.
+
+    Uncommitted edits count too: they are what the kernels import.
+    """
+    root = root or paths.project_root() / "rag"
     h = hashlib.sha256()
     for f in sorted(root.rglob("*.py")):
         h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
