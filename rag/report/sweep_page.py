@@ -56,17 +56,25 @@ def heatmap(main: pd.DataFrame, value_cols: list[str], label: str, out: Path) ->
     df["_col"] = (
         df[value_cols[1:]].astype(str).agg(", ".join, axis=1) if len(value_cols) > 1 else ""
     )
-    grid = df.pivot_table(index=rows_key, columns="_col", values="value", aggfunc="first")
-    lo = df.pivot_table(index=rows_key, columns="_col", values="ci_low", aggfunc="first")
-    hi = df.pivot_table(index=rows_key, columns="_col", values="ci_high", aggfunc="first")
+    grid = df.pivot_table(
+        index=rows_key, columns="_col", values="value", aggfunc="first", sort=False
+    )
+    lo = df.pivot_table(
+        index=rows_key, columns="_col", values="ci_low", aggfunc="first", sort=False
+    )
+    hi = df.pivot_table(
+        index=rows_key, columns="_col", values="ci_high", aggfunc="first", sort=False
+    )
     fig, ax = plt.subplots(figsize=(1.9 * grid.shape[1] + 2.4, 0.9 * grid.shape[0] + 1.6))
-    im = ax.imshow(grid.to_numpy(dtype=float), cmap="viridis", aspect="auto")
+    arr = grid.to_numpy(dtype=float)
+    im = ax.imshow(arr, cmap="viridis", aspect="auto")
     for i, r in enumerate(grid.index):
         for j, c in enumerate(grid.columns):
             v = grid.loc[r, c]
-            if pd.notna(v):
+            if pd.notna(v):  # dark text on the bright end of viridis, white on the dark end
+                bright = im.norm(v) > 0.6
                 ax.text(j, i, f"{v:.3f}\n[{lo.loc[r, c]:.3f}, {hi.loc[r, c]:.3f}]", ha="center",
-                        va="center", fontsize=8, color="w")  # fmt: skip
+                        va="center", fontsize=8, color="k" if bright else "w")  # fmt: skip
     ax.set_xticks(range(grid.shape[1]), [str(c) or " " for c in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [str(r) for r in grid.index])
     ax.set(xlabel=", ".join(value_cols[1:]), ylabel=rows_key, title=f"{label} (95 % CI)")
