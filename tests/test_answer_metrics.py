@@ -107,7 +107,8 @@ def test_undefined_cases_are_explicit():
     r = negative_rejection(ANSWERS, only_answerable)
     assert r.value is None and r.n == 0 and r.reason == "no unanswerable question"
     assert set(answer_quality(ANSWERS, GOLD)) == {
-        "answer_f1", "boolean_accuracy", "negative_rejection", "false_rejection",
+        "answer_f1", "exact_match", "repeated_lines", "boolean_accuracy", "negative_rejection",
+        "false_rejection",
     }  # fmt: skip
 
 

@@ -204,7 +204,8 @@ def test_to_metrics_is_the_summary_row(grades):
     assert m["cost_usd"] == 0.0 and m["tokens"] == {"input": 0, "output": 0}
     assert set(m) == {"faithfulness", "citation_precision", "citation_recall", "answer_f1",
                       "boolean_accuracy", "negative_rejection", "false_rejection",
-                      "claims_per_answer", "cost_usd", "tokens"}  # fmt: skip
+                      "claims_per_answer", "cost_usd", "tokens", "exact_match", "repeated_lines",
+                      "boolean_n", "negative_rejection_n"}  # fmt: skip
 
 
 def test_paired_table_with_a_pair_that_is_not_comparable(grades):

@@ -1,5 +1,10 @@
 """Grounded generation: numbered sources in, an answer citing them as ``[n]`` out.
 
+Why this module is long: it holds the one :class:`Answer` record and every answerer that makes
+one (extractive by BM25, extractive by judge support, LLM free / grammar-constrained / closed
+book, the decline gate and the post-hoc attribution filter), so they share one interface and
+one parser and a notebook A/B swaps only the answerer.
+
 Two parts here, each explicit and measurable (context assembly, the part before them, is
 :mod:`rag.answer.context`):
 
@@ -20,7 +25,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,6 +34,9 @@ from tqdm.auto import tqdm
 
 from rag.answer.claims import parse_answer, parse_citations, split_sentences
 from rag.answer.context import Context
+from rag.answer.grammar import GRAMMAR_VERSION, answer_grammar
+from rag.answer.questions import declarative_form, is_yes_no_question
+from rag.answer.support import Span, judge_pairs, support_spans
 from rag.errors import ConfigError, LLMError
 from rag.index.bm25 import Tokenizer, TokenizerSettings
 from rag.ir import EmbedderLike
@@ -38,6 +46,12 @@ logger = logging.getLogger(__name__)
 
 #: Version of the grounded-answer prompt; changes whenever the prompt text changes.
 PROMPT_VERSION = "grounded-v1"
+#: The same prompt decoded under the answer grammar (:mod:`rag.answer.grammar`).
+CONSTRAINED_VERSION = f"{PROMPT_VERSION}+{GRAMMAR_VERSION}"
+#: Version of the closed-book prompt (no sources).
+CLOSED_BOOK_VERSION = "closed-book-v1"
+#: Version of the support-based extractive answerer's rules.
+SUPPORT_EXTRACTIVE_VERSION = "support-extractive-v1"
 #: What every answerer says when the sources do not hold the answer.
 REFUSAL = "The sources do not contain the answer."
 
@@ -54,6 +68,21 @@ SYSTEM_PROMPT = (
     f'"{REFUSAL}" and nothing else.\n'
     "4. Be brief: at most three sentences. For a yes/no question, start with Yes or No."
 )
+
+
+CLOSED_BOOK_PROMPT = (
+    "You answer questions about research papers from what you know; no sources are given.\n"
+    "Be brief: at most three sentences. For a yes/no question, start with Yes or No.\n"
+    f'If you do not know the answer, reply exactly: "{REFUSAL}" and nothing else.'
+)
+
+
+def build_closed_book_messages(question: str) -> list[Message]:
+    """System and user messages of the closed-book baseline (:data:`CLOSED_BOOK_VERSION`)."""
+    return [
+        {"role": "system", "content": CLOSED_BOOK_PROMPT},
+        {"role": "user", "content": f"Question: {question.strip()}"},
+    ]
 
 
 def build_messages(question: str, context: Context) -> list[Message]:
@@ -79,6 +108,10 @@ class Answer:
         unknown_citations: cited numbers that are not sources (hallucinated ids).
         refused: the answer makes no claim and says the sources lack the answer
             (:attr:`rag.answer.claims.ParsedAnswer.status` == "refusal").
+        prompt_version: the prompt / rule version that produced it.
+        support: the judge's best p(supported) of the question's statement over the context's
+            spans, where an answerer or gate computed it (None otherwise).
+        trace: what the answerer decided and why (chosen span, gate decision, dropped sentences).
     """
 
     text: str
@@ -91,6 +124,9 @@ class Answer:
     latency_s: float = 0.0
     cached: bool = False
     unknown_citations: tuple[int, ...] = field(default_factory=tuple)
+    prompt_version: str = ""
+    support: float | None = None
+    trace: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (citation keys become strings in JSON)."""
@@ -247,22 +283,67 @@ class LLMAnswerer:
             or a client of the local test server).
         max_tokens: answer budget.
         name: answerer name (default: the model's name).
+        constrained: decode under :func:`rag.answer.grammar.answer_grammar` (1..3 sentences, each
+            ending in citations of this prompt's sources, or :data:`REFUSAL`; "Yes, "/"No, "
+            first for a yes/no question by :func:`rag.answer.questions.is_yes_no_question`).
+            Needs a model whose backend supports grammars (the local llama.cpp engine).
+        closed_book: answer with no sources at all (the closed-book baseline).
+        repeat_penalty: llama.cpp repeat penalty for constrained decoding.
+        max_sentences: sentence cap of the grammar.
     """
 
-    def __init__(self, chat_model: ChatModel, *, max_tokens: int = 256, name: str | None = None):
+    def __init__(
+        self,
+        chat_model: ChatModel,
+        *,
+        max_tokens: int = 256,
+        name: str | None = None,
+        constrained: bool = False,
+        closed_book: bool = False,
+        repeat_penalty: float = 1.2,
+        max_sentences: int = 3,
+    ):
         if max_tokens < 1:
             raise ConfigError(f"max_tokens={max_tokens}: must be >= 1")
+        if not 1.0 <= repeat_penalty <= 2.0:
+            raise ConfigError(f"repeat_penalty={repeat_penalty}: use 1.0..2.0")
         self.chat_model = chat_model
         self.max_tokens = max_tokens
         self.name = name or chat_model.name
+        self.constrained = constrained
+        self.closed_book = closed_book
+        self.repeat_penalty = repeat_penalty
+        self.max_sentences = max_sentences
+
+    @property
+    def prompt_version(self) -> str:
+        """The version string that enters the cache key and the traces."""
+        base = CLOSED_BOOK_VERSION if self.closed_book else PROMPT_VERSION
+        return f"{base}+{GRAMMAR_VERSION}" if self.constrained else base
 
     def answer(self, question: str, context: Context) -> Answer:
         """Ask the model; usage, cost, latency and cache state come from its Completion."""
+        if self.closed_book:
+            messages = build_closed_book_messages(question)
+            numbers: list[int] = []
+        else:
+            messages = build_messages(question, context)
+            numbers = [s.n for s in context.sources]
+        kwargs: dict[str, Any] = {}
+        if self.constrained:
+            kwargs["grammar"] = answer_grammar(
+                numbers,
+                refusal=REFUSAL,
+                max_sentences=self.max_sentences,
+                yes_no=is_yes_no_question(question),
+            )
+            kwargs["repeat_penalty"] = self.repeat_penalty
         c = self.chat_model.complete(
-            build_messages(question, context),
+            messages,
             temperature=0.0,
             max_tokens=self.max_tokens,
-            prompt_version=PROMPT_VERSION,
+            prompt_version=self.prompt_version,
+            **kwargs,
         )
         return make_answer(
             c.text.strip(),
@@ -273,7 +354,215 @@ class LLMAnswerer:
             cost_usd=c.cost_usd,
             latency_s=c.latency_s,
             cached=c.cached,
+            prompt_version=self.prompt_version,
         )
+
+
+def resolve_threshold(judge: Any, threshold: float) -> float:
+    """``threshold`` itself, or the judge's own decision threshold when it is negative.
+
+    The offline judge's threshold was chosen by cross-validation on SciFact ``judge_train``
+    (never on the corpus gold), so "-1: the judge's own" is a choice made before any dev result.
+
+    Raises:
+        ConfigError: a negative threshold with a judge that exposes none, or one above 1.
+    """
+    if threshold > 1.0:
+        raise ConfigError(f"support threshold {threshold}: must be <= 1 (or < 0: the judge's own)")
+    if threshold >= 0:
+        return threshold
+    fitted = getattr(judge, "fitted", None)
+    if fitted is None or getattr(fitted, "threshold", None) is None:
+        raise ConfigError(
+            f"support threshold {threshold} means 'the judge's own', but {type(judge).__name__} "
+            "exposes no fitted threshold; pass a value in [0, 1]"
+        )
+    return float(fitted.threshold)
+
+
+def _span_text(span: Span) -> str:
+    return span.text.rstrip(" .!?;:,")
+
+
+class SupportExtractiveAnswerer:
+    """Copies the shortest source span the judge says supports the question's statement.
+
+    Rules (:data:`SUPPORT_EXTRACTIVE_VERSION`), fixed before any dev result was seen:
+
+    1. The statement is the question's :func:`~rag.answer.questions.declarative_form`; every
+       source sentence and clause is scored by the injected judge, p(supported | span)
+       (:func:`rag.answer.support.support_spans`).
+    2. **Decline** only when no span reaches ``threshold`` (negative: the judge's own
+       threshold, :func:`resolve_threshold`).
+    3. Otherwise the answer is the best span with its citation, ``Span [n].``; ties go to the
+       shorter span, so a clause beats its sentence when the judge scores it as high.
+    4. **Yes/no questions** (:func:`~rag.answer.questions.is_yes_no_question`): "Yes, <span> [n]."
+       when a span reaches the threshold; otherwise, when the best span still shares at least
+       half the question's content terms (the sources speak to the statement but do not support
+       it), "No, <span> [n]."; otherwise decline.
+
+    Faithful by construction apart from the added Yes/No: every span is copied verbatim.
+    """
+
+    def __init__(
+        self,
+        judge: Any,
+        *,
+        threshold: float = -1.0,
+        max_spans: int = 1,
+        name: str = "extractive",
+    ) -> None:
+        if not 1 <= max_spans <= 3:
+            raise ConfigError(f"max_spans={max_spans}: use 1..3")
+        self.judge = judge
+        self.threshold = resolve_threshold(judge, threshold)
+        self.max_spans = max_spans
+        self.name = name
+        self._tok = Tokenizer(TokenizerSettings(stemmer="english"))
+
+    def _coverage(self, question: str, span: str) -> float:
+        q = set(self._tok.query(question))
+        return len(q & set(self._tok.document(span))) / len(q) if q else 0.0
+
+    def answer(self, question: str, context: Context) -> Answer:
+        """The best supported span(s) with citations, a Yes/No, or :data:`REFUSAL`."""
+        t0 = time.perf_counter()
+        statement = declarative_form(question)
+        spans = support_spans(self.judge, statement, context)
+        best = spans[0] if spans else None
+        passed = [sp for sp in spans if sp.score >= self.threshold]
+        yes_no = is_yes_no_question(question)
+        trace: dict[str, Any] = {
+            "statement": statement,
+            "threshold": self.threshold,
+            "yes_no_question": yes_no,
+            "best_span": None
+            if best is None
+            else {"n": best.n, "text": best.text, "score": best.score, "label": best.label},
+        }
+        chosen: list[Span] = []
+        prefix = ""
+        if passed:
+            seen: set[tuple[int, int]] = set()
+            for sp in passed:  # at most one span per source sentence
+                if (sp.n, sp.position) in seen:
+                    continue
+                seen.add((sp.n, sp.position))
+                chosen.append(sp)
+                if len(chosen) == self.max_spans:
+                    break
+            prefix = "Yes, " if yes_no else ""
+        elif yes_no and best is not None and self._coverage(question, best.text) >= 0.5:
+            chosen, prefix = [best], "No, "
+        if not chosen:
+            text = REFUSAL
+            trace["decision"] = "declined: no span reaches the threshold"
+        else:
+            parts = [f"{_span_text(sp)} [{sp.n}]." for sp in chosen]
+            text = prefix + " ".join(parts)
+            trace["decision"] = (prefix.strip(" ,").lower() or "answered") + (
+                "" if passed else ": sources speak to the statement but do not support it"
+            )
+        return make_answer(
+            text,
+            context,
+            self.name,
+            latency_s=time.perf_counter() - t0,
+            prompt_version=SUPPORT_EXTRACTIVE_VERSION,
+            support=best.score if best is not None else None,
+            trace=trace,
+        )
+
+
+class GatedAnswerer:
+    """Declines without calling the inner answerer when no source span supports the question.
+
+    The gate is rule 2 of :class:`SupportExtractiveAnswerer` (same judge, same statement, same
+    threshold), stated before any dev result: a model that never declines by itself is made to
+    decline when retrieval brought nothing the judge finds supporting. A declined question costs
+    no model call.
+    """
+
+    def __init__(self, inner: Any, judge: Any, *, threshold: float = -1.0, name: str = "") -> None:
+        self.inner = inner
+        self.judge = judge
+        self.threshold = resolve_threshold(judge, threshold)
+        self.name = name or f"{inner.name}+gate"
+
+    def answer(self, question: str, context: Context) -> Answer:
+        """:data:`REFUSAL` below the threshold, else the inner answer (with its support noted)."""
+        t0 = time.perf_counter()
+        statement = declarative_form(question)
+        spans = support_spans(self.judge, statement, context)
+        best = spans[0].score if spans else None
+        trace = {"statement": statement, "threshold": self.threshold, "support": best}
+        if best is None or best < self.threshold:
+            trace["decision"] = "declined by the gate"
+            return make_answer(
+                REFUSAL,
+                context,
+                self.name,
+                latency_s=time.perf_counter() - t0,
+                prompt_version=f"gate+{getattr(self.inner, 'prompt_version', '')}",
+                support=best,
+                trace=trace,
+            )
+        a = self.inner.answer(question, context)
+        trace["decision"] = "passed to the answerer"
+        return replace(
+            a,
+            answerer=self.name,
+            support=best,
+            prompt_version=f"gate+{a.prompt_version}",
+            trace={**a.trace, **trace},
+        )
+
+
+def attribution_filter(
+    answers: Mapping[str, Answer],
+    contexts: Mapping[str, Context],
+    judge: Any,
+    *,
+    name: str,
+) -> dict[str, Answer]:
+    """Post-hoc attribution filter: drop answer sentences whose claims the judge does not support.
+
+    Every claim-bearing sentence of an answer is kept only when the judge labels all its claims
+    supported against the whole context (the same check the faithfulness judge makes); an
+    answer left without a claim becomes :data:`REFUSAL`. Sentences without claims (a bare
+    "Yes.") are kept. The dropped sentences are listed in the answer's trace.
+    """
+    out: dict[str, Answer] = {}
+    for qid, a in answers.items():
+        ctx = contexts[qid]
+        premise = "\n\n".join(ctx.source_texts[n] for n in sorted(ctx.source_texts))
+        raw = split_sentences(a.text)
+        parsed = [parse_answer(r).sentences for r in raw]
+        claims = [c for sents in parsed for s in sents for c in s.claims]
+        verdicts = iter(judge_pairs(judge, [(c, premise) for c in claims]))
+        kept, dropped = [], []
+        for r, sents in zip(raw, parsed, strict=True):
+            labels = [next(verdicts).supported for s in sents for _ in s.claims]
+            ok = all(labels)
+            (kept if ok else dropped).append(r)
+        text = " ".join(kept) if kept else REFUSAL
+        if not parse_answer(text).claims and not parse_answer(text).has_refusal and dropped:
+            text = REFUSAL
+        new = make_answer(
+            text,
+            ctx,
+            name,
+            tokens_in=a.tokens_in,
+            tokens_out=a.tokens_out,
+            cost_usd=a.cost_usd,
+            latency_s=a.latency_s,
+            cached=a.cached,
+            prompt_version=f"{a.prompt_version}+filter",
+            support=a.support,
+            trace={**a.trace, "filter_dropped": dropped},
+        )
+        out[qid] = new
+    return out
 
 
 def answer_all(

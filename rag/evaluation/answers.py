@@ -8,6 +8,10 @@ Faithfulness alone rewards saying nothing, so answers are also scored against th
   ``P = |common| / |pred|``, ``R = |common| / |ref|``, ``F1 = 2PR / (P + R)`` over token
   multisets. Defined on answerable questions whose reference is not a yes/no boolean-only case;
   a refused answer scores 0 there.
+* **Exact match** (SQuAD EM): 1 when the normalised prediction equals the normalised reference,
+  on the same questions as token F1.
+* **Repeated lines**: whether an answer says the same sentence or line twice (the degenerate
+  loop of a small model); a property of the text, defined on every non-refused answer.
 * **Yes/no accuracy** on ``answer_type == "boolean"`` questions: the first normalised word of the
   prediction and of the reference, "yes" or "no"; a prediction that starts with neither is wrong.
 * **Negative rejection** (Chen et al., 2024, "Benchmarking LLMs in RAG", RGB): on gold-unanswerable
@@ -28,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from rag.answer.claims import parse_citations
+from rag.answer.claims import parse_citations, split_sentences
 from rag.errors import EvaluationError
 from rag.evaluation.gold import GoldItem
 
@@ -91,6 +95,19 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * p * r / (p + r)
 
 
+def exact_match(prediction: str, reference: str) -> float:
+    """1.0 when the citation-free, normalised prediction equals the normalised reference."""
+    clean, _ = parse_citations(prediction)
+    return float(normalize_answer(clean) == normalize_answer(reference))
+
+
+def has_repeated_line(text: str) -> bool:
+    """Whether a line or sentence (normalised, at least 3 words) occurs twice in ``text``."""
+    units = [normalize_answer(parse_citations(u)[0]) for u in split_sentences(text)]
+    units = [u for u in units if len(u.split()) >= 3]
+    return len(units) != len(set(units))
+
+
 def yes_no(prediction: str) -> Literal["yes", "no"] | None:
     """``"yes"`` / ``"no"`` when the (citation-free, normalised) text starts with that word."""
     clean, _ = parse_citations(prediction)
@@ -131,6 +148,34 @@ def answer_f1(answers: Mapping[str, AnswerLike], items: Sequence[GoldItem]) -> M
     return MetricResult(
         "answer_f1", per, value, n, reason="" if n else "no answerable non-boolean question"
     )
+
+
+def answer_em(answers: Mapping[str, AnswerLike], items: Sequence[GoldItem]) -> MetricResult:
+    """Exact match on the questions :func:`answer_f1` scores (a refusal scores 0.0)."""
+    _aligned(answers, items)
+    per: dict[str, float | None] = {}
+    for it in items:
+        if not it.answerable or it.answer_type == "boolean":
+            continue
+        a = answers[it.qid]
+        per[it.qid] = 0.0 if a.refused else exact_match(a.text, it.answer)
+    value, n = _mean(per)
+    return MetricResult(
+        "exact_match", per, value, n, reason="" if n else "no answerable non-boolean question"
+    )
+
+
+def repeated_lines(answers: Mapping[str, AnswerLike], items: Sequence[GoldItem]) -> MetricResult:
+    """Share of non-refused answers that repeat a line or sentence (lower is better)."""
+    _aligned(answers, items)
+    per: dict[str, float | None] = {
+        it.qid: (
+            None if answers[it.qid].refused else float(has_repeated_line(answers[it.qid].text))
+        )
+        for it in items
+    }
+    value, n = _mean(per)
+    return MetricResult("repeated_lines", per, value, n, reason="" if n else "every answer refused")
 
 
 def boolean_accuracy(answers: Mapping[str, AnswerLike], items: Sequence[GoldItem]) -> MetricResult:
@@ -191,11 +236,13 @@ def false_rejection(answers: Mapping[str, AnswerLike], items: Sequence[GoldItem]
 def answer_quality(
     answers: Mapping[str, AnswerLike], items: Sequence[GoldItem]
 ) -> dict[str, MetricResult]:
-    """All four answer-quality metrics, keyed by name."""
+    """All answer-quality metrics, keyed by name."""
     return {
         m.name: m
         for m in (
             answer_f1(answers, items),
+            answer_em(answers, items),
+            repeated_lines(answers, items),
             boolean_accuracy(answers, items),
             negative_rejection(answers, items),
             false_rejection(answers, items),

@@ -4,12 +4,16 @@ Notebook 05 calls :func:`grade_answerer` once per answerer (every answerer sees 
 stored contexts, so only the answerer varies), then :func:`summary_table` and :func:`paired_table`.
 A judge's numbers are only as good as the judge: the notebook shows them beside its balanced
 accuracy on human labels (:mod:`rag.evaluation.judge_validation`).
+
+Why this module is long: grading, the summary and paired tables, the worked-example rule, the
+LLM-judge pass, the support trade-off curve and the per-question trace records all read the same
+:class:`AnswererGrade`; splitting them would scatter one record's readers over modules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,7 +34,7 @@ from rag.evaluation.gold import GoldItem
 from rag.evaluation.stats import bootstrap_ci, correct, describe_difference, paired_test
 
 #: Per-question columns summarised with bootstrap CIs.
-SCORED = ("faithfulness", "citation_recall", "citation_precision", "answer_f1")
+SCORED = ("faithfulness", "citation_recall", "citation_precision", "answer_f1", "exact_match")
 
 
 def context_text(context: Context) -> str:
@@ -47,6 +51,8 @@ class AnswererGrade:
     per_question: pd.DataFrame
     faithfulness: dict[str, Any]
     quality: dict[str, Any]
+    judgements: dict[str, Any] = field(default_factory=dict)
+    citations: dict[str, Any] = field(default_factory=dict)
 
     def to_metrics(self, summary_row: Mapping[str, Any]) -> dict[str, Any]:
         """This answerer's block of ``metrics.json``, from its row of :func:`summary_table`."""
@@ -62,14 +68,16 @@ class AnswererGrade:
                 "n_judge_failure": fm["n_judge_failure"],
             }
         }
-        for m in ("citation_precision", "citation_recall", "answer_f1"):
+        for m in ("citation_precision", "citation_recall", "answer_f1", "exact_match"):
             out[m] = {
                 "mean": summary_row[m],
                 "ci": list(summary_row[f"{m} CI"]),
                 "n": int(summary_row[f"{m} n"]),
             }
-        for m in ("boolean_accuracy", "negative_rejection", "false_rejection"):
+        for m in ("boolean_accuracy", "negative_rejection", "false_rejection", "repeated_lines"):
             out[m] = summary_row[m]
+        out["boolean_n"] = int(summary_row["boolean_accuracy n"])
+        out["negative_rejection_n"] = int(summary_row["negative_rejection n"])
         out["claims_per_answer"] = summary_row["claims_per_answer"]
         out["cost_usd"] = summary_row["cost_usd"]
         out["tokens"] = summary_row["tokens"]
@@ -104,12 +112,14 @@ def grade_answerer(
     """
     by_qid = {i.qid: i for i in items}
     judgements = {}
+    cites = {}
     rows = []
     for qid, ans in answers.items():
         ctx = contexts[qid]
         j = judge.judge_answer(ans.text, context_text(ctx))
         judgements[qid] = j
         cs = citation_scores(cited_units(parse_answer(ans.text)), ctx.source_texts, judge.entails)
+        cites[qid] = cs
         item = by_qid.get(qid)
         rows.append(
             {
@@ -128,9 +138,11 @@ def grade_answerer(
     per_q = pd.DataFrame(rows).set_index("qid")
     quality = answer_quality(answers, [by_qid[q] for q in answers if q in by_qid])
     per_q["answer_f1"] = pd.Series(quality["answer_f1"].per_question, dtype=float)
+    per_q["exact_match"] = pd.Series(quality["exact_match"].per_question, dtype=float)
+    per_q["support"] = pd.Series({q: a.support for q, a in answers.items()}, dtype=float)
     fm = faithfulness_metrics([judgements[q] for q in answers])
     fm.pop("per_answer", None)
-    return AnswererGrade(name, dict(answers), per_q, fm, quality)
+    return AnswererGrade(name, dict(answers), per_q, fm, quality, judgements, cites)
 
 
 def _ci(values: pd.Series, seed: int) -> dict[str, Any]:
@@ -157,6 +169,9 @@ def summary_table(grades: Sequence[AnswererGrade], *, seed: int = 0) -> pd.DataF
         row["negative_rejection"] = g.quality["negative_rejection"].value
         row["false_rejection"] = g.quality["false_rejection"].value
         row["boolean_accuracy"] = g.quality["boolean_accuracy"].value
+        row["boolean_accuracy n"] = g.quality["boolean_accuracy"].n
+        row["negative_rejection n"] = g.quality["negative_rejection"].n
+        row["repeated_lines"] = g.quality["repeated_lines"].value
         row.update(g.cost())
         rows.append(row)
     return pd.DataFrame(rows).set_index("answerer")
@@ -290,3 +305,103 @@ def grade_with_llm_judges(
         grades = [grade_answerer(n, answers[n], contexts, items, judge) for n in answers]
         tables[name] = summary_table(grades, seed=seed)
     return validation, tables
+
+
+def tradeoff_curve(grade: AnswererGrade, thresholds: Sequence[float]) -> pd.DataFrame:
+    """Answered rate and faithfulness of a support-gated answerer across gate thresholds.
+
+    For a gate that answers when ``support >= t`` with an answer that does not depend on ``t``
+    (:class:`rag.answer.generate.SupportExtractiveAnswerer`,
+    :class:`rag.answer.generate.GatedAnswerer`), one run gives every point: at threshold ``t``
+    the answered questions are those with support >= t whose answer was scored, and
+    faithfulness is their mean. Answers given below the gate (the extractive "No, ..." to a
+    yes/no question) are left out of every point, so the curve shows the gate alone.
+    Rows with no answered question have faithfulness ``None``.
+    """
+    pq = grade.per_question
+    on_all = pq["faithfulness"].notna() & (pq["support"].fillna(-1.0) >= 0)
+    rows = []
+    for t in thresholds:
+        on = on_all & (pq["support"].fillna(-1.0) >= t)
+        f = pq.loc[on, "faithfulness"].astype(float)
+        rows.append(
+            {
+                "threshold": float(t),
+                "answered_rate": float(on.mean()) if len(pq) else None,
+                "faithfulness": float(f.mean()) if len(f) else None,
+                "n_answered": int(on.sum()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _verdict_dict(cv: Any) -> dict[str, Any]:
+    v = cv.verdict
+    return {"claim": cv.claim, "label": v.label, "score": v.score, "reason": v.reason}
+
+
+def trace_records(
+    grade: AnswererGrade,
+    contexts: Mapping[str, Context],
+    items: Sequence[GoldItem],
+    *,
+    context_name: str = "retrieved",
+) -> list[dict[str, Any]]:
+    """One JSON-ready record per question for ``traces.jsonl`` (no paths, no keys).
+
+    Question, gold answer, the context's chunks (id, paper, page), the answer with its prompt
+    version and the answerer's decision trace, its claims with verdicts and reasons, citations
+    with whether the cited sources support their sentence, F1 / EM, latency and tokens.
+    """
+    by_qid = {i.qid: i for i in items}
+    out = []
+    for qid, a in grade.answers.items():
+        it = by_qid.get(qid)
+        ctx = contexts[qid]
+        j = grade.judgements.get(qid)
+        cs = grade.citations.get(qid)
+        pq = grade.per_question.loc[qid]
+
+        def num(x: Any) -> float | None:
+            return None if x is None or x != x else float(x)
+
+        out.append(
+            {
+                "qid": qid,
+                "answerer": grade.name,
+                "context": context_name,
+                "question": it.question if it else None,
+                "gold_answer": it.answer if it else None,
+                "answer_type": it.answer_type if it else None,
+                "answerable": it.answerable if it else None,
+                "sources": [
+                    {"n": s.n, "chunk_id": s.chunk_id, "paper": s.paper_id, "page": s.page}
+                    for s in ctx.sources
+                ],
+                "prompt_version": a.prompt_version,
+                "answer": a.text,
+                "refused": a.refused,
+                "decision": a.trace,
+                "status": j.status if j else None,
+                "claims": [_verdict_dict(c) for c in j.claims] if j else [],
+                "faithfulness": num(pq["faithfulness"]),
+                "citations": [
+                    {
+                        "sentence": u.text,
+                        "cites": list(u.citations),
+                        "supported": u.supported,
+                        "relevant": list(u.relevant),
+                        "unknown": list(u.unknown),
+                    }
+                    for u in (cs.units if cs else ())
+                ],  # fmt: skip
+                "citation_recall": cs.recall if cs else None,
+                "citation_precision": cs.precision if cs else None,
+                "answer_f1": num(pq["answer_f1"]),
+                "exact_match": num(pq["exact_match"]),
+                "latency_s": round(a.latency_s, 4),
+                "cached": a.cached,
+                "tokens": {"input": a.tokens_in, "output": a.tokens_out},
+            }
+        )
+    return out

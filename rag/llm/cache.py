@@ -1,7 +1,8 @@
 """Content-addressed disk cache of chat completions.
 
 The key is a SHA-256 over everything that changes a completion: provider, API model id,
-messages, temperature, max_tokens, stop, seed, json_mode, prompt_version and a format version.
+messages, temperature, max_tokens, stop, seed, json_mode, prompt_version, decoding constraints
+(grammar, repeat penalty; only when set) and a format version.
 Values hold the answer text, the provider-reported usage, its cost and the original latency —
 never a key or a header. Backed by :mod:`diskcache` (SQLite in WAL mode), which is safe for
 several threads and processes at once (papermill runs may overlap).
@@ -50,8 +51,13 @@ def cache_key(
     seed: int | None,
     json_mode: bool,
     prompt_version: str,
+    decoding: dict[str, Any] | None = None,
 ) -> str:
-    """Hex SHA-256 of the canonical JSON of a request (sorted keys, no whitespace)."""
+    """Hex SHA-256 of the canonical JSON of a request (sorted keys, no whitespace).
+
+    ``decoding`` holds provider-specific decoding constraints (a GBNF grammar, a repeat
+    penalty); it enters the payload only when given, so keys of plain requests are unchanged.
+    """
     payload = {
         "format": CACHE_FORMAT,
         "provider": provider,
@@ -64,6 +70,8 @@ def cache_key(
         "json_mode": bool(json_mode),
         "prompt_version": prompt_version,
     }
+    if decoding:
+        payload["decoding"] = decoding
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

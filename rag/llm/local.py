@@ -120,6 +120,21 @@ def _cut_at_stop(text: str, stop: list[str] | None) -> str:
     return text[:cut]
 
 
+def compile_grammar(gbnf: str) -> Any:
+    """A ``llama_cpp.LlamaGrammar`` from GBNF text (llama.cpp parses it when sampling starts).
+
+    Raises:
+        ConfigError: llama-cpp-python rejects the grammar text (the message quotes its first line).
+    """
+    from llama_cpp import LlamaGrammar
+
+    try:
+        return LlamaGrammar.from_string(gbnf, verbose=False)
+    except (ValueError, RuntimeError) as e:
+        first = gbnf.strip().splitlines()[0] if gbnf.strip() else "(empty)"
+        raise ConfigError(f"llama.cpp cannot parse the grammar starting {first!r}: {e}") from e
+
+
 class _FirstTokenClock:
     """A transformers streamer that notes when the first new token arrives (the first
     ``put`` carries the prompt, the second the first generated token)."""
@@ -147,6 +162,7 @@ class LocalBackend:
         self.threads = threads
         self.path = find_gguf()
         self.supports_json_mode = engine == "llama_cpp"
+        self.supports_grammar = engine == "llama_cpp"
         self._lock = threading.Lock()
         self._model: Any = None
         self._tok: Any = None
@@ -189,10 +205,22 @@ class LocalBackend:
         stop: list[str] | None,
         seed: int | None,
         json_mode: bool,
+        grammar: str | None = None,
+        repeat_penalty: float | None = None,
     ) -> RawCompletion:
-        """Greedy completion (``temperature`` and ``seed`` only enter the cache key)."""
+        """Greedy completion (``temperature`` and ``seed`` only enter the cache key).
+
+        ``grammar`` is GBNF text (llama.cpp only) restricting the tokens that may be generated;
+        ``repeat_penalty`` divides the logits of recently generated tokens (llama.cpp's default
+        is 1.1 when None).
+        """
         text, timing = self.generate(
-            messages, max_tokens=max_tokens, stop=stop, json_mode=json_mode
+            messages,
+            max_tokens=max_tokens,
+            stop=stop,
+            json_mode=json_mode,
+            grammar=grammar,
+            repeat_penalty=repeat_penalty,
         )
         return RawCompletion(text, timing.prompt_tokens, timing.output_tokens)
 
@@ -204,13 +232,27 @@ class LocalBackend:
         stop: list[str] | None = None,
         json_mode: bool = False,
         min_tokens: int = 0,
+        grammar: str | None = None,
+        repeat_penalty: float | None = None,
     ) -> tuple[str, Timing]:
-        """Greedy generation with prompt/generation timing (``min_tokens`` forces length)."""
+        """Greedy generation with prompt/generation timing (``min_tokens`` forces length).
+
+        Raises:
+            ConfigError: a grammar or repeat penalty on the transformers engine, or a grammar
+                llama.cpp cannot parse.
+        """
+        if (grammar is not None or repeat_penalty is not None) and self.engine != "llama_cpp":
+            raise ConfigError(
+                f"grammar / repeat_penalty need the llama_cpp engine, not {self.engine!r}; "
+                "install llama-cpp-python or set local_backend='llama_cpp'"
+            )
         with self._lock:
             self._load()
             if self.engine == "transformers":
                 return self._generate_hf(messages, max_tokens, stop, min_tokens)
-            return self._generate_llama(messages, max_tokens, stop, json_mode, min_tokens)
+            return self._generate_llama(
+                messages, max_tokens, stop, json_mode, min_tokens, grammar, repeat_penalty
+            )
 
     def _generate_hf(
         self, messages: list[Message], max_tokens: int, stop: list[str] | None, min_tokens: int
@@ -253,9 +295,17 @@ class LocalBackend:
         stop: list[str] | None,
         json_mode: bool,
         min_tokens: int,
+        grammar: str | None = None,
+        repeat_penalty: float | None = None,
     ) -> tuple[str, Timing]:
         llm = self._model
         import llama_cpp
+
+        extra: dict[str, Any] = {}
+        if grammar is not None:
+            extra["grammar"] = compile_grammar(grammar)
+        if repeat_penalty is not None:
+            extra["repeat_penalty"] = float(repeat_penalty)
 
         llm.reset()  # no reuse of a previous prompt's KV cache: each call is timed in full
         llama_cpp.llama_perf_context_reset(llm._ctx.ctx)
@@ -269,6 +319,7 @@ class LocalBackend:
                 seed=0,
                 response_format={"type": "json_object"} if json_mode else None,
                 logit_bias={int(llm.token_eos()): -1e9} if min_tokens else None,
+                **extra,
             )
         except ValueError as e:  # llama.cpp's "Requested tokens (n) exceed context window"
             raise ConfigError(

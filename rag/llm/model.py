@@ -106,8 +106,14 @@ class CachedChatModel:
         seed: int | None = 0,
         json_mode: bool = False,
         prompt_version: str = "v1",
+        grammar: str | None = None,
+        repeat_penalty: float | None = None,
     ) -> Completion:
         """One chat completion, from the cache when this exact request was made before.
+
+        ``grammar`` (GBNF text) and ``repeat_penalty`` constrain decoding where the backend
+        supports it (``supports_grammar``: the local llama.cpp engine); both enter the cache key
+        when set.
 
         Raises:
             ConfigError: malformed messages, bad parameters, json_mode where unsupported.
@@ -124,6 +130,16 @@ class CachedChatModel:
                 f"json_mode is not supported by {self.spec.provider}/{self.name}; "
                 "parse JSON from plain text or pick another model"
             )
+        decoding: dict[str, object] = {}
+        if grammar is not None:
+            decoding["grammar"] = grammar
+        if repeat_penalty is not None:
+            decoding["repeat_penalty"] = float(repeat_penalty)
+        if decoding and not getattr(self._backend, "supports_grammar", False):
+            raise ConfigError(
+                f"grammar / repeat_penalty are not supported by {self.spec.provider}/{self.name}; "
+                "use the local llama.cpp engine or drop them"
+            )
         t0 = time.perf_counter()
         key = cache_key(
             provider=self.spec.provider,
@@ -135,6 +151,7 @@ class CachedChatModel:
             seed=seed,
             json_mode=json_mode,
             prompt_version=prompt_version,
+            decoding=decoding or None,
         )
         if self._cache is not None and (hit := self._cache.get(key)) is not None:
             return self._record(hit, cached=True, latency=time.perf_counter() - t0)
@@ -149,6 +166,7 @@ class CachedChatModel:
                     stop=stop,
                     seed=seed,
                     json_mode=json_mode,
+                    **decoding,  # type: ignore[arg-type]
                 )
 
         raw = call_with_retries(

@@ -1,0 +1,91 @@
+"""Which source sentence supports the statement a question asks about, by the offline judge?
+
+The sharper extractive answerer, the decline gate and the post-hoc attribution filter all ask one
+question of a faithfulness judge: *does this source span support this statement?* The judge is
+injected (anything with ``predict(pairs) -> [Verdict]`` or ``verdict(claim, context)``, such as
+:class:`rag.judge.offline.OfflineJudge`); this floor never imports it.
+
+Spans are the context's sentences (:func:`rag.answer.claims.split_sentences`, existing bracket
+citations of the paper removed) and their clauses (:func:`rag.answer.claims.split_claims`), so a
+shorter span can be chosen when it alone is supported. The statement is the question's
+:func:`rag.answer.questions.declarative_form`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rag.answer.claims import parse_citations, split_claims, split_sentences
+from rag.answer.context import Context
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A candidate answer span: a source sentence or one of its clauses, with its support.
+
+    Attributes:
+        n: the source number it comes from.
+        position: sentence index within the source.
+        clause: whether it is a clause of the sentence (False: the whole sentence).
+        score: the judge's p(supported) of the statement given this span.
+        label: the judge's label (supported / unsupported / not_found).
+        reason: the judge's one-line reason.
+    """
+
+    n: int
+    position: int
+    text: str
+    clause: bool
+    score: float
+    label: str
+    reason: str
+
+
+def candidate_spans(
+    context: Context, *, min_words: int = 4, max_words: int = 80
+) -> list[tuple[int, int, str, bool]]:
+    """``(n, position, text, is_clause)`` for every sentence and multi-clause part of a context."""
+    out = []
+    for src in context.sources:
+        text = re.sub(r"\s+", " ", src.text).strip()
+        for i, raw in enumerate(split_sentences(text)):
+            clean, _ = parse_citations(raw)
+            words = len(clean.split())
+            if not min_words <= words <= max_words:
+                continue
+            out.append((src.n, i, clean, False))
+            parts = split_claims(clean)
+            if len(parts) > 1:
+                out.extend((src.n, i, p, True) for p in parts if len(p.split()) >= min_words)
+    return out
+
+
+def judge_pairs(judge: Any, pairs: Sequence[tuple[str, str]]) -> list[Any]:
+    """Verdicts for ``(claim, premise)`` pairs, batched when the judge has ``predict``."""
+    if not pairs:
+        return []
+    if hasattr(judge, "predict"):
+        return list(judge.predict(list(pairs)))
+    return [judge.verdict(c, p) for c, p in pairs]
+
+
+def support_spans(judge: Any, statement: str, context: Context, **kw: int) -> list[Span]:
+    """Every candidate span scored by the judge for ``statement``, best first.
+
+    Ties (equal p(supported)) go to the shorter span, then source number, then position, so the
+    order is deterministic.
+    """
+    cands = candidate_spans(context, **kw)
+    verdicts = judge_pairs(judge, [(statement, t) for _, _, t, _ in cands])
+    spans = [
+        Span(n, pos, t, cl, round(float(v.score), 6), v.label, v.reason)
+        for (n, pos, t, cl), v in zip(cands, verdicts, strict=True)
+    ]
+    spans.sort(key=lambda s: (-s.score, len(s.text), s.n, s.position))
+    return spans
+
+
+__all__ = ["Span", "candidate_spans", "judge_pairs", "support_spans"]
