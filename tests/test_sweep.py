@@ -289,3 +289,28 @@ def test_per_query_table_is_long_and_matches_to_metrics_scopes():
     # the scope is the metric's path in metrics.json ({"toy": {"chunk": to_metrics()}})
     leaves = {s for s, _, _ in sweep_results.metric_leaves({"toy": {"chunk": comp.to_metrics()}})}
     assert leaves == {"toy/chunk/A", "toy/chunk/B"}
+
+
+def test_report_index_links_rendered_sweeps(tmp_path):
+    from rag.report import index_page
+
+    (tmp_path / "default").mkdir()
+    assert index_page.sweeps_html(tmp_path / "default") == ""
+    (tmp_path / "sweeps" / "chunk_embedder").mkdir(parents=True)
+    (tmp_path / "sweeps" / "chunk_embedder" / "index.html").write_text("<html></html>")
+    (tmp_path / "sweeps" / "unfinished").mkdir()  # no page yet: not linked
+    section = index_page.sweeps_html(tmp_path / "default")
+    assert "href='../sweeps/chunk_embedder/index.html'" in section
+    assert "unfinished" not in section
+
+
+def test_the_committed_sweep_files_validate():
+    for name, n_cells in (("chunk_embedder", 6), ("smoke", 2)):
+        spec = sweep_config.load_spec(sweep_config.sweep_path(name))
+        cells = sweep_config.expand(spec, name)
+        assert len(cells) == n_cells
+        assert sweep_config.base_cell(spec, cells) is cells[0]
+    assert cells[1].parameters["04_retrieval"]["chunk_strategy"] == "sentence"
+    assert cells[1].parameters["04_retrieval"]["output_dir"] == (
+        "outputs/sweeps/smoke/chunk_strategy=sentence"
+    )

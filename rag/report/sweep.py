@@ -33,6 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tenacity import Retrying, before_sleep_log, stop_after_attempt, wait_fixed
 from tqdm.auto import tqdm
 
 from rag import paths
@@ -42,7 +43,11 @@ from rag.report import profiles, publish, runner, sweep_config, sweep_page, swee
 log = logging.getLogger(__name__)
 
 ENGINES = ("local", "ray")
+#: Thread-count variables set for each cell's kernel to (CPU cores // workers), unless already set.
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 MANIFEST = "manifest.json"
+#: Attempts at starting (or joining) Ray.
+RAY_INIT_ATTEMPTS = 3
 
 
 def code_version(root: Path | None = None) -> str:
@@ -101,6 +106,9 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
     }
     _write_json(out / MANIFEST, manifest)
     os.environ.update(runner.KERNEL_ENV)
+    if task.get("threads"):  # cells in parallel share the cores: no oversubscription by torch/BLAS
+        for var in THREAD_ENV:
+            os.environ.setdefault(var, str(task["threads"]))
     kernel = runner.ensure_kernel()
     scrubbed = publish.ScrubReport()
     t0 = time.perf_counter()
@@ -178,7 +186,7 @@ def _ray(
             kw["address"] = address
         else:  # a local Ray sized for the sweep, with a small object store (results are tiny)
             kw.update(num_cpus=workers, object_store_memory=100 * 1024**2)
-        ray.init(**kw)
+        _ray_init(ray, kw)
     remote = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(run_cell)
     try:
         pending: dict[Any, dict[str, Any]] = {}
@@ -194,6 +202,23 @@ def _ray(
     finally:
         if started:
             ray.shutdown()
+
+
+def _ray_init(ray: Any, kw: dict[str, Any]) -> None:
+    """``ray.init``, retried: on a loaded machine the raylet can miss Ray's own 30 s start deadline
+    ("The current node timed out during startup"), and a second try usually succeeds."""
+    for attempt in Retrying(
+        stop=stop_after_attempt(RAY_INIT_ATTEMPTS),
+        wait=wait_fixed(2),
+        before_sleep=before_sleep_log(log, logging.WARNING),
+        reraise=True,
+    ):
+        with attempt:
+            try:
+                ray.init(**kw)
+            except Exception:
+                ray.shutdown()
+                raise
 
 
 def _result(task: dict[str, Any], get: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -253,6 +278,8 @@ def run_sweep(
     workers = workers or min(os.cpu_count() or 1, len(tasks))
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
+    for t in tasks:
+        t["threads"] = max(1, (os.cpu_count() or 1) // workers)
     out_root.mkdir(parents=True, exist_ok=True)
 
     skipped = [t["name"] for t in tasks if _is_done(t)]
