@@ -48,6 +48,10 @@ THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 MANIFEST = "manifest.json"
 #: Attempts at starting (or joining) Ray.
 RAY_INIT_ATTEMPTS = 3
+#: Set (unless already set) before starting a local Ray. On a loaded 2-core machine the raylet
+#: aborted after 15 s waiting for its dashboard agent's port file ("Timed out waiting for file
+#: .../metrics_agent_port_..."); the agent gets 2 minutes. No usage-stats report (offline).
+RAY_LOCAL_ENV = {"RAY_agent_register_timeout_ms": "120000", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def code_version(root: Path | None = None) -> str:
@@ -186,6 +190,8 @@ def _ray(
             kw["address"] = address
         else:  # a local Ray sized for the sweep, with a small object store (results are tiny)
             kw.update(num_cpus=workers, object_store_memory=100 * 1024**2)
+            for var, value in RAY_LOCAL_ENV.items():
+                os.environ.setdefault(var, value)
         _ray_init(ray, kw)
     remote = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(run_cell)
     try:
