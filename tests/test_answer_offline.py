@@ -120,6 +120,27 @@ def test_grammar_parses_in_llama_cpp():
 
 
 @pytest.mark.slow
+def test_fast_greedy_grammar_gives_the_same_text_as_llama_cpp_full_filter():
+    pytest.importorskip("llama_cpp")
+    from llama_cpp import LlamaGrammar
+
+    from rag.answer.generate import build_messages
+    from rag.llm.local import LocalBackend
+
+    c = assemble_context([hit("c1", 0.9, TEXT1), hit("c2", 0.8, TEXT2)])
+    msgs = build_messages("Does RoBERTa keep next sentence prediction?", c)
+    g = answer_grammar([1, 2], refusal=REFUSAL, yes_no=True)
+    b = LocalBackend("llama_cpp")
+    fast, _ = b.generate(msgs, max_tokens=24, grammar=g, repeat_penalty=1.2)
+    b._model.reset()
+    ref = b._model.create_chat_completion(
+        messages=msgs, temperature=0.0, max_tokens=24, seed=0, repeat_penalty=1.2,
+        grammar=LlamaGrammar.from_string(g, verbose=False),
+    )["choices"][0]["message"]["content"]  # fmt: skip
+    assert fast == ref
+
+
+@pytest.mark.slow
 def test_real_smollm2_under_the_grammar_cites_a_given_source_or_refuses():
     pytest.importorskip("llama_cpp")
     from rag.answer.generate import build_messages

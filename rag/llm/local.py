@@ -135,6 +135,89 @@ def compile_grammar(gbnf: str) -> Any:
         raise ConfigError(f"llama.cpp cannot parse the grammar starting {first!r}: {e}") from e
 
 
+class _GreedyGrammar:
+    """Greedy, grammar-constrained token choice that checks the greedy token first.
+
+    llama-cpp-python's sampler chain applies a grammar to every one of SmolLM2's 49,152 vocabulary
+    entries at every step, which made a constrained answer ~5x slower than a free one on this
+    2-core machine. llama.cpp's own ``common_sampler`` avoids that: it tests only the greedy
+    token against the grammar and filters the whole vocabulary only when that token is
+    rejected. This does the same inside the chain (penalties -> this -> greedy): the chosen
+    token is the highest-scoring token the grammar allows, exactly what the full filter followed
+    by greedy would choose, so the text is identical and only faster.
+    """
+
+    def __init__(self, llm: Any, gbnf: str, root: str = "root") -> None:
+        import ctypes
+
+        import llama_cpp
+        import numpy as np
+
+        self._c, self._lc, self._np = ctypes, llama_cpp, np
+        self._g = llama_cpp.llama_sampler_init_grammar(
+            llm._model.vocab, gbnf.encode("utf-8"), root.encode("utf-8")
+        )
+        if not self._g:
+            first = gbnf.strip().splitlines()[0] if gbnf.strip() else "(empty)"
+            raise ConfigError(f"llama.cpp cannot parse the grammar starting {first!r}")
+        self._dtype = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+        self._prev: int | None = None
+        self.fast = self.slow = 0
+
+    def apply(self, cur_p: Any) -> None:
+        """Leave only the grammar-allowed greedy token with a finite logit."""
+        c, lc, np = self._c, self._lc, self._np
+        if self._prev is not None:
+            lc.llama_sampler_accept(self._g, self._prev)
+        arr = cur_p.contents
+        n = int(arr.size)
+        raw = (c.c_char * (n * self._dtype.itemsize)).from_address(c.addressof(arr.data.contents))
+        view = np.frombuffer(raw, dtype=self._dtype)
+        logits = view["logit"]
+        i = int(np.argmax(logits))
+        one = (lc.llama_token_data * 1)()
+        one[0].id, one[0].logit, one[0].p = int(view["id"][i]), float(logits[i]), 0.0
+        single = lc.llama_token_data_array(data=one, size=1, selected=-1, sorted=False)
+        lc.llama_sampler_apply(self._g, c.byref(single))
+        if np.isfinite(one[0].logit):
+            self.fast += 1
+        else:  # the greedy token breaks the grammar: filter the whole vocabulary
+            self.slow += 1
+            lc.llama_sampler_apply(self._g, cur_p)
+            i = int(np.argmax(logits))
+        best = float(logits[i])
+        logits[:] = -np.inf
+        logits[i] = best
+        self._prev = int(view["id"][i])
+
+    def close(self) -> None:
+        if self._g:
+            self._lc.llama_sampler_free(self._g)
+            self._g = None
+
+
+def _grammar_sampler_factory(llm: Any, gbnf: str) -> tuple[Any, _GreedyGrammar]:
+    """An ``_init_sampler`` for one constrained greedy call (:class:`_GreedyGrammar`)."""
+    from llama_cpp import _internals
+
+    gate = _GreedyGrammar(llm, gbnf)
+
+    def init_sampler(**kw: Any) -> Any:
+        s = _internals.LlamaSampler()
+        s.add_penalties(
+            n_vocab=llm._n_vocab,
+            penalty_last_n=llm.last_n_tokens_size,
+            penalty_repeat=kw.get("repeat_penalty", 1.0),
+            penalty_freq=kw.get("frequency_penalty", 0.0),
+            penalty_present=kw.get("presence_penalty", 0.0),
+        )
+        s.add_custom(gate.apply)
+        s.add_greedy()
+        return s
+
+    return init_sampler, gate
+
+
 class _FirstTokenClock:
     """A transformers streamer that notes when the first new token arrives (the first
     ``put`` carries the prompt, the second the first generated token)."""
@@ -302,8 +385,10 @@ class LocalBackend:
         import llama_cpp
 
         extra: dict[str, Any] = {}
+        gate = None
         if grammar is not None:
-            extra["grammar"] = compile_grammar(grammar)
+            compile_grammar(grammar)  # a malformed grammar fails here, before any decoding
+            llm._init_sampler, gate = _grammar_sampler_factory(llm, grammar)
         if repeat_penalty is not None:
             extra["repeat_penalty"] = float(repeat_penalty)
 
@@ -326,6 +411,10 @@ class LocalBackend:
                 f"local model: {e}; shorten the prompt or max_tokens={max_tokens} "
                 f"(context {CONTEXT_TOKENS} tokens)"
             ) from e
+        finally:
+            if gate is not None:
+                del llm._init_sampler  # back to the class's sampler for unconstrained calls
+                gate.close()
         seconds = time.perf_counter() - t0
         perf = llama_cpp.llama_perf_context(llm._ctx.ctx)
         usage = resp["usage"]
