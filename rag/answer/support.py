@@ -72,12 +72,29 @@ def judge_pairs(judge: Any, pairs: Sequence[tuple[str, str]]) -> list[Any]:
     return [judge.verdict(c, p) for c, p in pairs]
 
 
+#: Scored spans of recent (judge, statement, context) requests: the extractive answerer, the
+#: gate and the trade-off run ask the same question of the same context within one notebook.
+_MEMO: dict[tuple[int, str, str, str], list[Span]] = {}
+_MEMO_MAX = 2048
+
+
 def support_spans(judge: Any, statement: str, context: Context, **kw: int) -> list[Span]:
     """Every candidate span scored by the judge for ``statement``, best first.
 
     Ties (equal p(supported)) go to the shorter span, then source number, then position, so the
-    order is deterministic.
+    order is deterministic. Results are memoised per judge object, statement, context and span
+    bounds (the judge is deterministic), so asking again costs nothing.
     """
+    key = (
+        id(judge),
+        getattr(judge, "name", ""),
+        statement,
+        context.render() + repr(sorted(kw.items())),
+    )
+    if key in _MEMO:
+        return list(_MEMO[key])
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
     cands = candidate_spans(context, **kw)
     verdicts = judge_pairs(judge, [(statement, t) for _, _, t, _ in cands])
     spans = [
@@ -85,7 +102,8 @@ def support_spans(judge: Any, statement: str, context: Context, **kw: int) -> li
         for (n, pos, t, cl), v in zip(cands, verdicts, strict=True)
     ]
     spans.sort(key=lambda s: (-s.score, len(s.text), s.n, s.position))
-    return spans
+    _MEMO[key] = spans
+    return list(spans)
 
 
 __all__ = ["Span", "candidate_spans", "judge_pairs", "support_spans"]
