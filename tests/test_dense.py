@@ -1,4 +1,4 @@
-"""Dense index: exact search vs brute force, ties, HNSW recall, persistence and rebuild."""
+"""Dense index: exact search vs brute force, ties, HNSW/IVF recall, persistence and rebuild."""
 
 from __future__ import annotations
 
@@ -85,14 +85,73 @@ def test_bad_input(data):
         DenseSettings(kind="ivf")
 
 
-@pytest.mark.parametrize("kind", ["flat", "hnsw"])
-def test_save_load_roundtrip(tmp_path, data, kind):
-    ids, vecs, queries = data
-    idx = DenseIndex(ids, vecs, kind=kind, embedder_fingerprint="emb1", chunk_fingerprint="ch1")
+@pytest.fixture(scope="module")
+def clustered():
+    """3000 unit vectors in 40 clusters (text embeddings are clustered; isotropic noise is not)."""
+    rng = np.random.default_rng(1)
+    centres = _unit(rng, 40, 32)
+    x = centres[rng.integers(0, 40, 3000)] + 0.15 * rng.standard_normal((3000, 32))
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    q = x[rng.choice(3000, 60, replace=False)] + 0.05 * rng.standard_normal((60, 32))
+    return [f"c{i:05d}" for i in range(3000)], x, q.astype(np.float32)
+
+
+def _brute_recall(idx: DenseIndex, vecs: np.ndarray, queries: np.ndarray, k: int = 10) -> float:
+    """Recall@k against numpy brute force (not against the index's own exact path)."""
+    sims = queries @ vecs.T
+    got = idx.search(queries, k)
+    rec = [
+        len({h[0] for h in hits} & {idx.ids[i] for i in np.argsort(-sims[r])[:k]}) / k
+        for r, hits in enumerate(got)
+    ]
+    return float(np.mean(rec))
+
+
+@pytest.mark.parametrize(
+    ("kind", "params", "floor"),
+    [
+        ("flat", {}, 1.0),
+        ("hnsw", {"m": 16, "ef_search": 64}, 0.95),
+        ("ivf_flat", {"nprobe": 8}, 0.95),
+        ("ivf_pq", {"nprobe": 8, "pq_m": 16, "pq_nbits": 4}, 0.5),  # 8-byte codes: lossy
+    ],
+)
+def test_each_kind_recall_vs_brute_force(clustered, kind, params, floor):
+    ids, vecs, queries = clustered
+    idx = DenseIndex(ids, vecs, kind=kind, **params)
+    r = _brute_recall(idx, vecs, queries)
+    assert r >= floor
+    assert idx.recall_vs_exact(queries, 10) == pytest.approx(r)  # the built-in check agrees
+
+
+def test_ivf_scanning_every_cell_is_exact_and_nprobe_matters(clustered):
+    ids, vecs, queries = clustered
+    full = DenseIndex(ids, vecs, kind="ivf_flat", nlist=64, nprobe=64)
+    assert _brute_recall(full, vecs, queries) == 1.0
+    one = DenseIndex(ids, vecs, kind="ivf_flat", nlist=64, nprobe=1)
+    assert _brute_recall(one, vecs, queries) < 1.0
+    assert (
+        full.memory_bytes()
+        > DenseIndex(ids, vecs, kind="ivf_pq", pq_m=8, pq_nbits=4).memory_bytes()
+    )
+    with pytest.raises(IndexBuildError, match="divide"):
+        DenseIndex(ids, vecs, kind="ivf_pq", pq_m=5)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf_flat", "ivf_pq"])
+def test_save_load_roundtrip(tmp_path, clustered, kind):
+    ids, vecs, queries = clustered
+    extra = {"pq_m": 8, "pq_nbits": 4} if kind == "ivf_pq" else {}
+    idx = DenseIndex(
+        ids, vecs, kind=kind, embedder_fingerprint="emb1", chunk_fingerprint="ch1", **extra
+    )
     idx.save(tmp_path / "d")
     back = DenseIndex.load(tmp_path / "d", {"embedder_fingerprint": "emb1"})
     assert back.ids == ids and back.settings == idx.settings
+    np.testing.assert_array_equal(back.vectors, vecs)
     assert back.search(queries, 10) == idx.search(queries, 10)
+    again = DenseIndex(ids, vecs, kind=kind, **extra)  # fixed-seed training: same cells, same hits
+    assert again.search(queries, 10) == idx.search(queries, 10)
 
 
 def test_load_or_build_rebuilds_on_mismatch(tmp_path, data):
@@ -108,6 +167,17 @@ def test_load_or_build_rebuilds_on_mismatch(tmp_path, data):
 
         return f
 
+    def build_ivf_flat():
+        calls.append("ivf_flat")
+        return DenseIndex(
+            ids,
+            vecs,
+            kind="ivf_flat",
+            nprobe=4,
+            embedder_fingerprint="emb1",
+            chunk_fingerprint="ch1",
+        )
+
     d = tmp_path / "dense"
     load_or_build(d, build(), embedder_fingerprint="emb1", chunk_fingerprint="ch1")
     load_or_build(d, build(), embedder_fingerprint="emb1", chunk_fingerprint="ch1")
@@ -117,6 +187,11 @@ def test_load_or_build_rebuilds_on_mismatch(tmp_path, data):
         d, build("hnsw"), settings=hnsw, embedder_fingerprint="emb1", chunk_fingerprint="ch1"
     )
     assert calls == ["flat", "hnsw"] and idx.settings.kind == "hnsw"
+    ivf = DenseSettings(kind="ivf_flat", nprobe=4)  # the kind changed: the cache is rebuilt
+    idx = load_or_build(
+        d, build_ivf_flat, settings=ivf, embedder_fingerprint="emb1", chunk_fingerprint="ch1"
+    )
+    assert calls == ["flat", "hnsw", "ivf_flat"] and idx.settings.kind == "ivf_flat"
     # a different embedder fingerprint is refused by load with a message naming it
     with pytest.raises(IndexBuildError, match="embedder_fingerprint"):
         DenseIndex.load(d, {"embedder_fingerprint": "emb2"})

@@ -1,11 +1,22 @@
-"""Dense vector index over (ids, vectors): exact faiss inner product by default, HNSW as an option.
+"""Dense vector index over (ids, vectors): exact faiss inner product by default; HNSW, IVF-Flat and
+IVF-PQ as approximate options (which one a corpus size gets is :mod:`rag.index.choose`'s rule).
 
 Vectors are L2-normalised by the embedders, so inner product is cosine similarity. The default
-``IndexFlatIP`` is exact and deterministic; ties are broken by id. ``kind="hnsw"`` builds an
-approximate HNSW graph (Malkov & Yashunin, "Efficient and robust approximate nearest neighbor search
-using Hierarchical Navigable Small World graphs", TPAMI 2018) whose recall against exact search is
-measured by :meth:`DenseIndex.recall_vs_exact`. HNSW is built single-threaded so the graph (and so
-its results) is reproducible.
+``IndexFlatIP`` is exact and deterministic; ties are broken by id. The approximate kinds:
+
+- ``hnsw``: a navigable small-world graph (Malkov & Yashunin, TPAMI 2018), built single-threaded
+  so the graph (and so its results) is reproducible;
+- ``ivf_flat``: k-means cells, ``nprobe`` of ``nlist`` scanned exactly (Jégou et al., "Product
+  quantization for nearest neighbor search", TPAMI 2011, the inverted file part);
+- ``ivf_pq``: the same cells with vectors compressed to ``pq_m`` bytes (product quantisation of the
+  residuals, same paper).
+
+IVF k-means is trained on a fixed-seed sample, so rebuilds give the same cells. Their recall
+against exact search is measured by :meth:`DenseIndex.recall_vs_exact`; the exact ``IndexFlatIP``
+that check needs is only built for an approximate index when asked (it doubles the memory).
+
+Why this module is long: one class owns four faiss index kinds with their build, search (ties by
+id), persistence and provenance checks; splitting them would spread one on-disk contract over files.
 
 Saved indexes record their parameters, the embedder and chunk fingerprints, faiss/numpy versions
 and :data:`FORMAT_VERSION`; :func:`load_or_build` rebuilds when any of them changed.
@@ -30,7 +41,7 @@ from rag.errors import IndexBuildError, RetrievalError
 logger = logging.getLogger(__name__)
 
 #: Bump when the on-disk layout or search semantics change; older saved indexes are rebuilt.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: IVF kinds, ann.faiss file for every approximate kind
 
 
 #: Query batches smaller than this are searched single-threaded (faiss's BLAS threshold is 20).
@@ -53,10 +64,32 @@ class DenseSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["flat", "hnsw"] = Field("flat", description="Exact IndexFlatIP or HNSW.")
+    kind: Literal["flat", "hnsw", "ivf_flat", "ivf_pq"] = Field(
+        "flat", description="Exact IndexFlatIP, HNSW, IVF-Flat or IVF-PQ."
+    )
     m: int = Field(32, ge=4, le=128, description="HNSW: neighbours per node (M).")
     ef_construction: int = Field(200, ge=8, le=2048, description="HNSW: build-time beam width.")
     ef_search: int = Field(128, ge=8, le=4096, description="HNSW: query-time beam width.")
+    nlist: int = Field(0, ge=0, description="IVF: k-means cells (0: 4*sqrt(n), see choose.py).")
+    nprobe: int = Field(16, ge=1, description="IVF: cells scanned per query.")
+    pq_m: int = Field(48, ge=1, description="IVF-PQ: sub-quantisers = bytes per vector.")
+    pq_nbits: int = Field(8, ge=4, le=12, description="IVF-PQ: bits per sub-quantiser code.")
+    train_seed: int = Field(1234, description="IVF: seed of the k-means training sample.")
+
+
+#: faiss wants at least this many training points per k-means centroid (it warns below 39).
+MIN_POINTS_PER_CENTROID = 39
+#: training sample cap per centroid: more costs k-means time and barely moves the cells.
+MAX_POINTS_PER_CENTROID = 40
+#: k-means iterations for the IVF cells (faiss's IVF default).
+IVF_KMEANS_ITER = 10
+
+
+def effective_nlist(n: int, nlist: int = 0) -> int:
+    """IVF cells for ``n`` vectors: ``nlist`` or 4*sqrt(n), capped so each cell gets >= 39 training
+    points (faiss's k-means floor), at least 1."""
+    want = nlist or round(4 * n**0.5)
+    return max(1, min(want, n // MIN_POINTS_PER_CENTROID))
 
 
 def library_versions() -> dict[str, str]:
@@ -70,6 +103,72 @@ def vectors_fingerprint(ids: list[str], vectors: np.ndarray) -> str:
     h.update(json.dumps(ids).encode())
     h.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
     return h.hexdigest()
+
+
+def ivf_train_sample(vectors: np.ndarray, centroids: int, seed: int) -> np.ndarray:
+    """A fixed-seed sample of at most 40 points per k-means centroid to train on."""
+    n, cap = len(vectors), centroids * MAX_POINTS_PER_CENTROID
+    if n <= cap:
+        return vectors
+    rng = np.random.default_rng(seed)
+    return np.ascontiguousarray(vectors[np.sort(rng.choice(n, cap, replace=False))])
+
+
+def train_quantizer(vectors: np.ndarray, nlist: int, seed: int = 1234) -> Any:
+    """The IVF coarse quantizer: k-means (fixed seed, :data:`IVF_KMEANS_ITER` iterations) of a
+    sample into ``nlist`` centroids, in an ``IndexFlatIP``."""
+    dim = vectors.shape[1]
+    km = faiss.Clustering(dim, nlist)
+    km.seed, km.niter = seed, IVF_KMEANS_ITER
+    km.spherical = True  # inner-product cells over unit vectors
+    quantizer = faiss.IndexFlatIP(dim)
+    try:
+        km.train(ivf_train_sample(vectors, nlist, seed), quantizer)
+    except RuntimeError as e:
+        raise IndexBuildError(
+            f"IVF k-means of {len(vectors)} vectors into {nlist} failed: {e}"
+        ) from e
+    return quantizer
+
+
+def build_ivf(
+    vectors: np.ndarray,
+    settings: DenseSettings,
+    *,
+    quantizer: Any = None,
+    assign: np.ndarray | None = None,
+) -> tuple[Any, Any, np.ndarray]:
+    """Train and fill an IVF-Flat or IVF-PQ index; returns ``(index, quantizer, assignments)``.
+
+    A ``quantizer`` already trained (same vectors, nlist and seed) and its ``assign`` ments can be
+    passed to skip k-means and the coarse assignment, e.g. to build IVF-PQ on IVF-Flat's cells.
+    """
+    s, (n, dim) = settings, vectors.shape
+    nlist = effective_nlist(n, s.nlist)
+    if quantizer is None:
+        quantizer = train_quantizer(vectors, nlist, s.train_seed)
+    if s.kind == "ivf_flat":
+        idx = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    elif s.kind == "ivf_pq":
+        idx = faiss.IndexIVFPQ(
+            quantizer, dim, nlist, s.pq_m, s.pq_nbits, faiss.METRIC_INNER_PRODUCT
+        )
+    else:
+        raise IndexBuildError(f"build_ivf: kind {s.kind!r} is not an IVF kind")
+    if s.kind == "ivf_pq":  # the quantizer is trained: faiss trains only the PQ codebooks
+        idx.pq.cp.seed, idx.pq.cp.niter = s.train_seed, IVF_KMEANS_ITER
+        try:
+            idx.train(ivf_train_sample(vectors, 2**s.pq_nbits, s.train_seed))
+        except RuntimeError as e:
+            raise IndexBuildError(f"build_ivf: PQ training failed for {s}: {e}") from e
+    else:
+        idx.is_trained = True  # IVF-Flat needs nothing beyond the cells
+    if assign is None:
+        _, a = quantizer.search(vectors, 1)
+        assign = np.ascontiguousarray(a[:, 0], dtype=np.int64)
+    idx.add_core(n, faiss.swig_ptr(vectors), None, faiss.swig_ptr(assign))
+    idx.nprobe = min(s.nprobe, nlist)
+    return idx, quantizer, assign
 
 
 class DenseIndex:
@@ -87,16 +186,33 @@ class DenseIndex:
         ids: list[str],
         vectors: np.ndarray,
         *,
-        kind: Literal["flat", "hnsw"] = "flat",
+        kind: Literal["flat", "hnsw", "ivf_flat", "ivf_pq"] = "flat",
         m: int = 32,
         ef_construction: int = 200,
         ef_search: int = 128,
+        nlist: int = 0,
+        nprobe: int = 16,
+        pq_m: int = 48,
+        pq_nbits: int = 8,
+        train_seed: int = 1234,
         embedder_fingerprint: str = "",
         chunk_fingerprint: str = "",
     ) -> None:
         self.settings = DenseSettings(
-            kind=kind, m=m, ef_construction=ef_construction, ef_search=ef_search
+            kind=kind,
+            m=m,
+            ef_construction=ef_construction,
+            ef_search=ef_search,
+            nlist=nlist,
+            nprobe=nprobe,
+            pq_m=pq_m,
+            pq_nbits=pq_nbits,
+            train_seed=train_seed,
         )
+        if kind == "ivf_pq" and vectors.shape[-1] % pq_m:
+            raise IndexBuildError(
+                f"DenseIndex: pq_m={pq_m} must divide the vector dimension {vectors.shape[-1]}"
+            )
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(ids):
             raise IndexBuildError(
@@ -109,18 +225,45 @@ class DenseIndex:
         if not np.isfinite(vectors).all():
             raise IndexBuildError("DenseIndex: vectors contain NaN or inf; re-embed")
         self.ids = list(ids)
-        self.vectors = vectors
         self.dim = vectors.shape[1]
         self.embedder_fingerprint = embedder_fingerprint
         self.chunk_fingerprint = chunk_fingerprint
         order = sorted(range(len(ids)), key=ids.__getitem__)
         self._rank = np.empty(len(ids), dtype=np.int64)
         self._rank[order] = np.arange(len(ids))
-        self._exact = faiss.IndexFlatIP(self.dim)
-        self._exact.add(vectors)
-        self._hnsw: Any = None
+        self._set_vectors(vectors)
+        self._ann: Any = None
         if self.settings.kind == "hnsw":
-            self._hnsw = self._build_hnsw()
+            self._ann = self._build_hnsw()
+            self.vectors = self._hnsw_view(self._ann)
+        elif self.settings.kind in ("ivf_flat", "ivf_pq"):
+            self._ann = self._build_ivf()
+
+    def _set_vectors(self, vectors: np.ndarray) -> None:
+        """Keep one float32 copy: for flat it is the faiss index's own storage (a view)."""
+        self._exact_index: Any = None
+        if self.settings.kind == "flat":
+            self._exact_index = faiss.IndexFlatIP(self.dim)
+            self._exact_index.add(vectors)
+            n = len(self.ids)
+            self.vectors = faiss.rev_swig_ptr(self._exact_index.get_xb(), n * self.dim).reshape(
+                n, self.dim
+            )
+        else:
+            self.vectors = vectors
+
+    def _hnsw_view(self, idx: Any) -> np.ndarray:
+        """The HNSW graph's own float32 storage as an array: no second copy of the vectors."""
+        storage = faiss.downcast_index(idx.storage)
+        n = len(self.ids)
+        return faiss.rev_swig_ptr(storage.get_xb(), n * self.dim).reshape(n, self.dim)
+
+    @property
+    def _exact(self) -> Any:
+        if self._exact_index is None:  # approximate kinds: built on first exact search only
+            self._exact_index = faiss.IndexFlatIP(self.dim)
+            self._exact_index.add(self.vectors)
+        return self._exact_index
 
     def _build_hnsw(self) -> Any:
         s = self.settings
@@ -129,6 +272,11 @@ class DenseIndex:
         with omp_threads(1):  # a multithreaded build inserts in a racy order
             idx.add(self.vectors)
         idx.hnsw.efSearch = s.ef_search
+        return idx
+
+    def _build_ivf(self) -> Any:
+        idx, quantizer, _ = build_ivf(self.vectors, self.settings)
+        self._ivf_quantizer = quantizer  # the IVF index does not own it; keep it alive
         return idx
 
     def __len__(self) -> int:
@@ -180,10 +328,10 @@ class DenseIndex:
         return self._search(q, k)
 
     def _search(self, q: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
-        if self._hnsw is None:
+        if self._ann is None:
             return self._exact_search(q, k)
         k = min(k, len(self.ids))
-        scores, idx = self._hnsw.search(q, k)
+        scores, idx = self._ann.search(q, k)
         out = []
         for s, ix in zip(scores, idx, strict=True):
             ok = ix >= 0
@@ -191,6 +339,12 @@ class DenseIndex:
             order = np.lexsort((self._rank[ix], -s))
             out.append([(self.ids[ix[i]], float(s[i])) for i in order])
         return out
+
+    def memory_bytes(self) -> int:
+        """Bytes of the searchable faiss structure (serialised size; vectors for flat)."""
+        if self._ann is None:
+            return int(self.vectors.nbytes)
+        return int(faiss.serialize_index(self._ann).nbytes)
 
     def recall_vs_exact(self, queries: np.ndarray, k: int = 10) -> float:
         """Mean share of the exact top-``k`` ids that this index returns (1.0 for flat)."""
@@ -219,13 +373,13 @@ class DenseIndex:
         }
 
     def save(self, directory: str | Path) -> Path:
-        """Write vectors.npy, ids.json, meta.json (and hnsw.faiss for HNSW) to ``directory``."""
+        """Write vectors.npy, ids.json, meta.json (and ann.faiss for approximate kinds)."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         np.save(d / "vectors.npy", self.vectors)
         (d / "ids.json").write_text(json.dumps(self.ids, ensure_ascii=False))
-        if self._hnsw is not None:
-            faiss.write_index(self._hnsw, str(d / "hnsw.faiss"))
+        if self._ann is not None:
+            faiss.write_index(self._ann, str(d / "ann.faiss"))
         (d / "meta.json").write_text(json.dumps(self.meta(), indent=2, sort_keys=True))
         return d
 
@@ -252,20 +406,23 @@ class DenseIndex:
         s = DenseSettings.model_validate(meta["settings"])
         self = cls.__new__(cls)
         self.settings = s
-        self.ids, self.vectors, self.dim = ids, vectors, vectors.shape[1]
+        self.ids, self.dim = ids, vectors.shape[1]
         self.embedder_fingerprint = meta["embedder_fingerprint"]
         self.chunk_fingerprint = meta["chunk_fingerprint"]
         self._rank = np.empty(len(ids), dtype=np.int64)
         self._rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
-        self._exact = faiss.IndexFlatIP(self.dim)
-        self._exact.add(vectors)
-        self._hnsw = None
-        if s.kind == "hnsw":
+        self._set_vectors(np.ascontiguousarray(vectors, dtype=np.float32))
+        self._ann = None
+        if s.kind != "flat":
             try:
-                self._hnsw = faiss.read_index(str(d / "hnsw.faiss"))
+                self._ann = faiss.read_index(str(d / "ann.faiss"))
             except RuntimeError as e:
-                raise IndexBuildError(f"dense index at {d}: unreadable hnsw.faiss ({e})") from e
-            self._hnsw.hnsw.efSearch = s.ef_search
+                raise IndexBuildError(f"dense index at {d}: unreadable ann.faiss ({e})") from e
+            if s.kind == "hnsw":
+                self._ann.hnsw.efSearch = s.ef_search
+                self.vectors = self._hnsw_view(self._ann)
+            else:
+                self._ann.nprobe = min(s.nprobe, self._ann.nlist)
         return self
 
 

@@ -1,0 +1,138 @@
+"""Which dense index a corpus of ``n`` vectors gets, following faiss's published guidelines.
+
+faiss wiki, "Guidelines to choose an index": exact ``Flat`` when it is affordable (the baseline, and
+the only exact one); ``HNSW`` (M 4..64) when memory is not a concern, the fastest accurate option;
+``IVF`` with ``nlist`` between 4·√N and 16·√N cells when memory is tighter; ``PQ`` codes when the
+raw vectors do not fit. The rule below turns that into numbers for this project's targets:
+
+1. ``flat`` while one exact query is predicted to take at most ``latency_budget_ms`` on one thread
+   (``n × FLAT_NS_PER_VECTOR``; the constant is the CPU time per vector measured by
+   ``rag bench scale``) and the vectors fit ``memory_budget_bytes``;
+2. else ``hnsw`` (M=16, efConstruction=40, efSearch=:data:`HNSW_EF_SEARCH`) if vectors + graph fit;
+3. else ``ivf_flat`` (nlist = 4·√N, nprobe=:data:`IVF_NPROBE`) if the raw vectors fit;
+4. else ``ivf_pq`` (same cells, ``dim/8`` bytes per vector): the only kind whose memory does not
+   hold the raw vectors; its recall is below the others' (the scale benchmark reports it).
+
+The efSearch and nprobe values are the smallest on the benchmark grid that kept recall@10 ≥ 0.95
+against exact search at every measured size up to 100× the real corpus (about 520k MiniLM vectors,
+``outputs/bench/scale.json``); beyond the measured sizes they are an extrapolation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rag.errors import ConfigError
+from rag.index.dense import DenseSettings, effective_nlist
+
+#: one-thread CPU time of exact inner-product search per stored 384-d vector (ns), measured by
+#: ``rag bench scale`` (flat p50 CPU ms / n at the largest size); scales linearly with dim.
+FLAT_NS_PER_VECTOR = 60.0
+#: HNSW graph parameters the rule uses (faiss's default efConstruction; M=16 halves the graph memory
+#: of M=32 for the same measured recall at efSearch below).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 40
+HNSW_EF_SEARCH = 64
+#: IVF cells scanned per query (nlist = 4·√N).
+IVF_NPROBE = 16
+#: bytes per stored float (faiss keeps float32).
+FLOAT_BYTES = 4
+
+
+@dataclass(frozen=True)
+class IndexChoice:
+    """The rule's pick: :class:`~rag.index.dense.DenseIndex` settings, predicted bytes, and why."""
+
+    settings: DenseSettings
+    memory_bytes: int
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        keep = {
+            "flat": ("kind",),
+            "hnsw": ("kind", "m", "ef_construction", "ef_search"),
+            "ivf_flat": ("kind", "nlist", "nprobe"),
+            "ivf_pq": ("kind", "nlist", "nprobe", "pq_m", "pq_nbits"),
+        }[self.settings.kind]
+        return {
+            **self.settings.model_dump(include=set(keep)),
+            "memory_bytes": self.memory_bytes,
+            "reason": self.reason,
+        }
+
+
+def predicted_memory(kind: str, n: int, dim: int, *, m: int = HNSW_M, pq_m: int = 0) -> int:
+    """Bytes faiss holds for ``n`` vectors of ``dim`` floats in an index of ``kind`` (estimate:
+    HNSW adds 2·M int32 links per vector at level 0 plus ~5 % for upper levels; IVF adds one
+    int64 id per vector and the centroids)."""
+    raw = n * dim * FLOAT_BYTES
+    nlist = effective_nlist(n)
+    if kind == "flat":
+        return raw
+    if kind == "hnsw":
+        return int(raw + n * 2 * m * 4 * 1.05)
+    if kind == "ivf_flat":
+        return raw + n * 8 + nlist * dim * FLOAT_BYTES
+    if kind == "ivf_pq":
+        return n * ((pq_m or dim // 8) + 8) + nlist * dim * FLOAT_BYTES
+    raise ConfigError(f"predicted_memory: unknown index kind {kind!r}")
+
+
+def choose_index(
+    n: int,
+    dim: int = 384,
+    *,
+    memory_budget_bytes: int = 1 << 30,
+    latency_budget_ms: float = 10.0,
+) -> IndexChoice:
+    """Pick the dense index for ``n`` vectors of ``dim`` floats (see the module docstring).
+
+    Raises:
+        ConfigError: ``n`` or ``dim`` not positive, or a budget that is not positive.
+    """
+    if n <= 0 or dim <= 0:
+        raise ConfigError(f"choose_index: n and dim must be positive, got n={n}, dim={dim}")
+    if memory_budget_bytes <= 0 or latency_budget_ms <= 0:
+        raise ConfigError(
+            f"choose_index: budgets must be positive, got memory {memory_budget_bytes} B, "
+            f"latency {latency_budget_ms} ms"
+        )
+    flat_ms = n * FLAT_NS_PER_VECTOR * dim / 384 / 1e6
+    mem = {k: predicted_memory(k, n, dim) for k in ("flat", "hnsw", "ivf_flat", "ivf_pq")}
+    budget_mb = memory_budget_bytes / 2**20
+    if flat_ms <= latency_budget_ms and mem["flat"] <= memory_budget_bytes:
+        return IndexChoice(
+            DenseSettings(kind="flat"),
+            mem["flat"],
+            f"exact search of {n:,} vectors is predicted at {flat_ms:.1f} ms/query on one thread, "
+            f"within {latency_budget_ms:g} ms: keep the exact, deterministic index",
+        )
+    nlist = effective_nlist(n)
+    if mem["hnsw"] <= memory_budget_bytes:
+        return IndexChoice(
+            DenseSettings(
+                kind="hnsw",
+                m=HNSW_M,
+                ef_construction=HNSW_EF_CONSTRUCTION,
+                ef_search=HNSW_EF_SEARCH,
+            ),
+            mem["hnsw"],
+            f"exact search would take ~{flat_ms:.0f} ms/query; vectors + HNSW graph "
+            f"({mem['hnsw'] / 2**20:.0f} MB) fit {budget_mb:.0f} MB: HNSW, the fastest accurate "
+            "kind",
+        )
+    if mem["ivf_flat"] <= memory_budget_bytes:
+        return IndexChoice(
+            DenseSettings(kind="ivf_flat", nlist=nlist, nprobe=IVF_NPROBE),
+            mem["ivf_flat"],
+            f"the HNSW graph ({mem['hnsw'] / 2**20:.0f} MB) exceeds {budget_mb:.0f} MB but the raw "
+            f"vectors fit: IVF-Flat with nlist=4·√N={nlist}, nprobe={IVF_NPROBE}",
+        )
+    pq_m = dim // 8
+    return IndexChoice(
+        DenseSettings(kind="ivf_pq", nlist=nlist, nprobe=IVF_NPROBE, pq_m=pq_m),
+        predicted_memory("ivf_pq", n, dim, pq_m=pq_m),
+        f"the raw vectors ({mem['flat'] / 2**20:.0f} MB) exceed {budget_mb:.0f} MB: IVF-PQ with "
+        f"{pq_m} bytes/vector (lower recall; see the scale benchmark)",
+    )
