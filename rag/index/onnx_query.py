@@ -75,6 +75,54 @@ def _features(model: Any, texts: list[str]) -> dict[str, Any]:
     }
 
 
+def export_mean_pooled(model: Any, path: Path) -> None:
+    """Export a Transformer -> mean Pooling -> L2-normalise sentence-transformer to ONNX.
+
+    Inputs are the tokenizer's tensors (``input_ids``, ``attention_mask``[, ``token_type_ids``])
+    with dynamic batch and token axes; the output ``embedding`` is (batch, dim) unit vectors. The
+    file is written to a temporary name and renamed, so an interrupted export leaves nothing.
+    """
+    import torch
+
+    try:
+        import onnx  # noqa: F401  (the exporter writes through it)
+    except ImportError as e:
+        raise ConfigError("the ONNX backends need onnx: pip install onnx") from e
+    auto = model[0].auto_model.eval()
+    feats = _features(model, [PROBES[1]])
+    names = list(feats)
+
+    class _Pooled(torch.nn.Module):
+        def __init__(self, m: Any) -> None:
+            super().__init__()
+            self.m = m
+
+        def forward(self, *args: Any) -> Any:
+            kw = dict(zip(names, args, strict=True))
+            tok = self.m(**kw).last_hidden_state
+            mask = kw["attention_mask"].unsqueeze(-1).to(tok.dtype)
+            v = (tok * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(v, p=2.0, dim=-1)
+
+    tmp = path.with_suffix(f".{os.getpid()}.part")
+    with torch.no_grad(), warnings.catch_warnings():
+        # the tracer warns about Python branches on shapes (padding / causal checks) that
+        # take the same side for every input here; callers verify the result anyway
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            _Pooled(auto),
+            tuple(feats[n] for n in names),
+            str(tmp),
+            input_names=names,
+            output_names=["embedding"],
+            dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names},
+            opset_version=17,
+            dynamo=False,
+        )
+    os.replace(tmp, path)
+    log.info("exported %s to ONNX (%s)", type(auto).__name__, path.name)
+
+
 class OnnxQueryEncoder:
     """Mean-pooled, L2-normalised sentence vectors from an ONNX export of a sentence-transformer.
 
@@ -133,45 +181,7 @@ class OnnxQueryEncoder:
         self.max_abs_diff = self._check(atol)
 
     def _export(self, path: Path) -> None:
-        import torch
-
-        try:
-            import onnx  # noqa: F401  (the exporter writes through it)
-        except ImportError as e:
-            raise ConfigError("query_backend 'onnx' needs onnx: pip install onnx") from e
-        auto = self.model[0].auto_model.eval()
-        feats = _features(self.model, [PROBES[1]])
-        names = list(feats)
-
-        class _Pooled(torch.nn.Module):
-            def __init__(self, m: Any) -> None:
-                super().__init__()
-                self.m = m
-
-            def forward(self, *args: Any) -> Any:
-                kw = dict(zip(names, args, strict=True))
-                tok = self.m(**kw).last_hidden_state
-                mask = kw["attention_mask"].unsqueeze(-1).to(tok.dtype)
-                v = (tok * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                return torch.nn.functional.normalize(v, p=2.0, dim=-1)
-
-        tmp = path.with_suffix(f".{os.getpid()}.part")
-        with torch.no_grad(), warnings.catch_warnings():
-            # the tracer warns about Python branches on shapes (padding / causal checks) that
-            # take the same side for every input here; _check() verifies the result anyway
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                _Pooled(auto),
-                tuple(feats[n] for n in names),
-                str(tmp),
-                input_names=names,
-                output_names=["embedding"],
-                dynamic_axes={n: {0: "batch", 1: "tokens"} for n in names},
-                opset_version=17,
-                dynamo=False,
-            )
-        os.replace(tmp, path)
-        log.info("exported %s to ONNX (%s)", type(auto).__name__, path.name)
+        export_mean_pooled(self.model, path)
 
     def _check(self, atol: float) -> float:
         ref = np.asarray(
