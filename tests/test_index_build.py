@@ -159,3 +159,17 @@ def test_bad_dense_settings_are_refused(tmp_cache, bad):
 
     with pytest.raises(pydantic.ValidationError):
         index_chunks(chunks(), "fp1", embedder=CountingEmbedder(), dense=bad)
+
+
+def test_default_dense_kind_is_the_rules_pick(tmp_cache, monkeypatch):
+    """No ``dense`` settings: rag.index.choose picks (flat for a small corpus); when the rule's
+    latency constant makes exact search too slow, the same call builds its other pick."""
+    from rag.index import choose
+
+    emb = CountingEmbedder()
+    ix = index_chunks(chunks(), "fp1", embedder=emb, show_progress=False)
+    assert ix.stats["dense_kind"] == "flat" and "exact" in ix.stats["dense_choice"]
+    monkeypatch.setattr(choose, "FLAT_NS_PER_VECTOR", 1e12)  # pretend one vector costs 1000 s
+    ix = index_chunks(chunks(), "fp1", embedder=emb, show_progress=False)
+    assert ix.stats["dense_kind"] == ix.dense.settings.kind == "hnsw"
+    assert ix.dense.search(emb.encode_queries(["reciprocal"]), 1)[0]

@@ -3,7 +3,9 @@
 Everything is content-addressed and cached (chunks by chunk fingerprint, vectors per text and
 embedder, indexes by embedder + chunk fingerprint + settings), so notebooks 03, 04 and 05 share one
 build and a re-run does no work. The same function indexes the corpus chunks and the SciFact
-abstracts (one :class:`~rag.types.Chunk` per document).
+abstracts (one :class:`~rag.types.Chunk` per document). The dense index kind is
+:func:`rag.index.choose.choose_index`'s pick for the number of chunks unless the caller names one
+(exact ``flat`` for the 100-paper corpus; HNSW, IVF-Flat or IVF-PQ as the corpus grows).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from rag.index import bm25 as bm25_mod
 from rag.index import dense as dense_mod
+from rag.index.choose import choose_index
 from rag.index.embed import Embedder, load_embedder
 from rag.index.embed_cache import embed_texts
 from rag.index.store import ChunkStore
@@ -79,7 +82,8 @@ def index_chunks(
             id).
         embedder: an :class:`~rag.index.embed.Embedder`, a name for
             :func:`~rag.index.embed.load_embedder`, or None (BM25 only).
-        dense: :class:`~rag.index.dense.DenseSettings` fields (default exact IndexFlatIP).
+        dense: :class:`~rag.index.dense.DenseSettings` fields; None or ``{"kind": "auto"}``
+            lets :func:`~rag.index.choose.choose_index` pick by the number of chunks.
         bm25: :class:`~rag.index.bm25.BM25Settings` fields (default rank-bm25's k1=1.5, b=0.75).
     """
     ids = [c.chunk_id for c in chunks]
@@ -90,8 +94,14 @@ def index_chunks(
         bm25_index = _bm25(ids, texts, fingerprint, bm25_params, stats)
         return Indexed(list(chunks), fingerprint, ChunkStore(chunks), None, None, bm25_index, stats)
     emb = load_embedder(embedder) if isinstance(embedder, str) else embedder
-    dense_settings = dense_mod.DenseSettings(**dict(dense or {}))
+    dense_params = dict(dense or {"kind": "auto"})
     stats = {"chunks": len(chunks), "embedder": emb.fingerprint}
+    if dense_params.get("kind") == "auto":
+        choice = choose_index(max(1, len(chunks)), int(emb.dim))
+        dense_params = {**dense_params, **choice.settings.model_dump()}
+        stats["dense_choice"] = choice.reason
+    dense_settings = dense_mod.DenseSettings(**dense_params)
+    stats["dense_kind"] = dense_settings.kind
 
     def build_dense() -> dense_mod.DenseIndex:
         t0 = time.perf_counter()
