@@ -83,6 +83,20 @@ def _cmd_scifact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_index(args: argparse.Namespace) -> int:
+    from rag.index.build import build_corpus_index
+
+    ix = build_corpus_index(
+        max_papers=args.max_papers,
+        chunking={"strategy": args.chunk_strategy},
+        embedder=args.embedder,
+        engine=args.engine,
+        address=args.address,
+    )
+    print(json.dumps(ix.stats, indent=2, default=str))
+    return 0
+
+
 def _cmd_train_ict(args: argparse.Namespace) -> int:
     from rag.retrieval.ict import ICTSettings, train_on_corpus
 
@@ -136,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--models", nargs="*", help="model names (default: all)")
     co.add_argument("--output-tokens", type=int, default=256)
     co.set_defaults(func=_cmd_cost)
+    ix = sub.add_parser("index", help="parse, chunk, embed and index the corpus (all cached)")
+    ix.add_argument("--engine", choices=["serial", "ray"], default="serial",
+                    help="embed in this process, or as a Ray Data job (local Ray or --address)")
+    ix.add_argument("--address", help="Ray cluster to join, e.g. auto or ray://head:10001")
+    ix.add_argument("--max-papers", type=int, default=0, help="first N papers (0: all)")
+    ix.add_argument("--chunk-strategy", default="fixed", help="fixed | sentence | section")
+    ix.add_argument("--embedder", default="minilm")
+    ix.set_defaults(func=_cmd_index)  # fmt: skip
     sf = sub.add_parser("scifact", help="reproduce the BEIR SciFact nDCG@10 table (BM25, dense)")
     sf.add_argument("embedders", nargs="*", default=["minilm"])
     sf.set_defaults(func=_cmd_scifact)

@@ -178,3 +178,41 @@ def index_documents(
         bm25=bm25,
         show_progress=show_progress,
     )
+
+
+def build_corpus_index(
+    *,
+    manifest_path: str = "data/manifest.jsonl",
+    max_papers: int = 0,
+    chunking: ChunkSettings | Mapping[str, Any] | None = None,
+    embedder: str = "minilm",
+    engine: str = "serial",
+    address: str | None = None,
+) -> Indexed:
+    """``rag index``: parse, chunk, embed and index the pinned corpus (all cached).
+
+    ``engine="ray"`` embeds the chunks missing from the cache as a Ray Data job
+    (:func:`rag.index.ray_embed.ray_embed_texts`, local Ray or the cluster at ``address``) before
+    the indexes are built from the filled cache; ``"serial"`` embeds in this process.
+    """
+    from rag.corpus.papers import corpus_papers
+    from rag.errors import ConfigError
+
+    if engine not in ("serial", "ray"):
+        raise ConfigError(f"rag index: engine must be serial or ray, got {engine!r}")
+    _, parsed = corpus_papers(manifest_path, (), max_papers)
+    settings = chunk_settings(chunking or {})
+    chunks = chunk_corpus(parsed, settings)
+    stats: dict[str, Any] = {}
+    if engine == "ray":
+        from rag.index.ray_embed import ray_embed_texts
+
+        t0 = time.perf_counter()
+        ray_embed_texts(
+            [c.chunk_id for c in chunks], [c.text for c in chunks], embedder, address=address,
+            stats=stats,
+        )  # fmt: skip
+        stats["ray_embed_s"] = round(time.perf_counter() - t0, 2)
+    ix = index_corpus(parsed, settings, embedder=embedder)
+    ix.stats.update({f"ray_{k}" if not k.startswith("ray") else k: v for k, v in stats.items()})
+    return ix

@@ -1,0 +1,254 @@
+"""Passage embedding as a Ray Data job, writing into the same content-addressed cache as the serial
+path (:mod:`rag.index.embed_cache`), so either engine can resume the other's work.
+
+The texts not yet cached are ordered and cut into blocks exactly as :func:`embed_texts` does
+(unique texts, longest first, ``block_size`` per block). Each block is one Ray Data row;
+``map_batches`` runs an actor class that loads the embedder once per actor and encodes a block per
+call, so every model call sees the same texts in the same order as the serial path and the vectors
+are the same. The driver commits each finished block to SQLite as the stream yields it: a killed
+job keeps every committed block, and a re-run skips them (they are found in the cache).
+
+``ray.init()`` starts a local Ray on this machine; ``address="auto"`` or ``"ray://host:10001"``
+joins an existing cluster (``ray start --head`` on one node, ``ray start --address=...`` on the
+others). Nothing else changes: actors are placed where CPUs are, the driver keeps the cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from rag.errors import ConfigError, IndexBuildError
+from rag.index.embed import Embedder, load_embedder, normalise
+from rag.index.embed_cache import _lookup, _open_cache, text_key
+
+logger = logging.getLogger(__name__)
+
+EmbedderSpec = str | Callable[[], Embedder]
+
+
+def _make(spec: EmbedderSpec) -> Embedder:
+    return load_embedder(spec) if isinstance(spec, str) else spec()
+
+
+class EmbedActor:
+    """A Ray Data actor: loads the embedder once, then encodes one block of texts per call."""
+
+    def __init__(self, spec: EmbedderSpec, threads: int) -> None:
+        try:
+            import torch
+
+            torch.set_num_threads(threads)
+        except ImportError:  # embedders without torch (tests) need no thread setting
+            pass
+        self.embedder = _make(spec)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        keys_out, vecs_out = [], []
+        for keys, texts in zip(batch["keys"], batch["texts"], strict=True):
+            vecs = np.asarray(self.embedder.encode_passages(list(texts)), dtype=np.float32)
+            keys_out.append(list(keys))
+            vecs_out.append(normalise(vecs))
+        return {"keys": keys_out, "vecs": vecs_out}
+
+
+def machine_plan(total_cpus: float, threads_per_actor: int = 2) -> dict[str, int]:
+    """Actors and threads for ``total_cpus``: one actor per ``threads_per_actor`` CPUs (at least
+    one), each with that many torch threads. On this 2-core machine: one actor, two threads."""
+    threads = max(1, min(threads_per_actor, int(total_cpus)))
+    return {"concurrency": max(1, int(total_cpus) // threads), "threads": threads}
+
+
+#: a local Ray on a loaded machine: a longer agent deadline, no usage-stats call home
+RAY_LOCAL_ENV = {
+    "RAY_agent_register_timeout_ms": "120000",
+    "RAY_raylet_start_wait_time_s": "120",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+RAY_INIT_ATTEMPTS = 3
+
+
+def init_ray(address: str | None = None) -> float:
+    """Start (or join, with ``address``) Ray once per process; returns the seconds it took.
+
+    Retried: on a busy machine the raylet can miss Ray's own 30 s start deadline ("The current
+    node timed out during startup"); a second attempt usually succeeds.
+    """
+    import ray
+    from tenacity import Retrying, stop_after_attempt, wait_fixed
+
+    t0 = time.perf_counter()
+    if ray.is_initialized():
+        return 0.0
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in _pythonpath() if p)}}
+    kw: dict[str, Any] = {"runtime_env": env, "log_to_driver": False}
+    if address:
+        kw["address"] = address
+    else:
+        kw.update(include_dashboard=False, object_store_memory=256 * 2**20)
+        for var, value in RAY_LOCAL_ENV.items():
+            os.environ.setdefault(var, value)
+    for attempt in Retrying(
+        stop=stop_after_attempt(RAY_INIT_ATTEMPTS), wait=wait_fixed(2), reraise=True
+    ):
+        with attempt:
+            try:
+                ray.init(**kw)
+            except Exception:
+                ray.shutdown()
+                raise
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    return time.perf_counter() - t0
+
+
+def _pythonpath() -> list[str]:
+    # workers import the project (and test helpers) the way the driver does
+    from rag import paths
+
+    return [str(paths.resolve(".")), os.environ.get("PYTHONPATH", "")]
+
+
+def ray_embed_texts(
+    ids: list[str],
+    texts: list[str],
+    embedder: EmbedderSpec,
+    *,
+    address: str | None = None,
+    block_size: int | None = None,
+    concurrency: int | None = None,
+    threads_per_actor: int = 2,
+    show_progress: bool = True,
+    stats: dict[str, Any] | None = None,
+) -> np.ndarray:
+    """Embed passages through Ray Data, reusing and filling the embedding cache.
+
+    Args:
+        ids, texts: as :func:`rag.index.embed_cache.embed_texts`.
+        embedder: a name for :func:`load_embedder` or a zero-argument factory (importable by the
+            workers); each actor builds its own, the driver one for the fingerprint.
+        address: a Ray cluster to join (None: start a local Ray).
+        block_size: texts per block = per model call and commit (default as the serial path).
+        concurrency: actors (default :func:`machine_plan` of the cluster's CPUs).
+        stats: filled with timings (``ray_init_s``, ``embedded``, ``cached``, ``blocks``).
+    """
+    import ray
+
+    if len(ids) != len(texts):
+        raise IndexBuildError(f"ray_embed_texts: {len(ids)} ids but {len(texts)} texts; align them")
+    stats = stats if stats is not None else {}
+    local = _make(embedder)
+    dim = int(local.dim)
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    if not texts:
+        return out
+    keys = [text_key(t) for t in texts]
+    first: dict[bytes, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    block = block_size or max(128, 8 * int(getattr(local, "batch_size", 32)))
+    with _open_cache(local.fingerprint, dim) as con:
+        found = _lookup(con, list(first), dim)
+        todo = [k for k in first if k not in found]
+        todo.sort(key=lambda k: (-len(texts[first[k]]), first[k]))
+        stats.update(cached=len(found), embedded=len(todo), blocks=-(-len(todo) // block))
+        logger.info(
+            "ray_embed_texts: %d unique, %d cached, %d to embed", len(first), len(found), len(todo)
+        )
+        if todo:
+            stats["ray_init_s"] = round(init_ray(address), 2)
+            plan = machine_plan(ray.cluster_resources().get("CPU", 1), threads_per_actor)
+            if concurrency is not None:
+                if concurrency < 1:
+                    raise ConfigError(
+                        f"ray_embed_texts: concurrency must be >= 1, got {concurrency}"
+                    )
+                plan["concurrency"] = concurrency
+            stats.update(plan)
+            rows = [
+                {
+                    "keys": todo[s : s + block],
+                    "texts": [texts[first[k]] for k in todo[s : s + block]],
+                }
+                for s in range(0, len(todo), block)
+            ]
+            ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+                EmbedActor,
+                fn_constructor_args=(embedder, plan["threads"]),
+                batch_size=1,
+                concurrency=plan["concurrency"],
+                num_cpus=plan["threads"],
+            )
+            bar = tqdm(total=len(todo), desc=f"ray embed {local.name}", unit="text",
+                       disable=not show_progress)  # fmt: skip
+            with bar:
+                for batch in ds.iter_batches(batch_size=1, batch_format="numpy"):
+                    part, vecs = list(batch["keys"][0]), np.stack(batch["vecs"][0])
+                    if vecs.shape != (len(part), dim):
+                        raise IndexBuildError(
+                            f"ray_embed_texts: embedder returned {vecs.shape} for {len(part)} texts"
+                        )
+                    con.executemany(
+                        "INSERT OR REPLACE INTO vec VALUES (?, ?)",
+                        [
+                            (k, v.astype(np.float32).tobytes())
+                            for k, v in zip(part, vecs, strict=True)
+                        ],
+                    )
+                    con.commit()  # each finished block survives a killed job
+                    found.update(zip(part, vecs.astype(np.float32), strict=True))
+                    bar.update(len(part))
+    for i, k in enumerate(keys):
+        out[i] = found[k]
+    return out
+
+
+def bench_ray_embedding(texts: list[str], embedder: Any, repeats: int = 1) -> dict[str, Any]:
+    """Throughput of Ray Data embedding vs the serial path on ``texts`` (cache bypassed via a temp
+    ``RAG_CACHE_DIR``), and Ray's start-up cost (init + first actor's model load)."""
+    import tempfile
+
+    import ray
+
+    from rag.index.embed_cache import embed_texts
+
+    ids = [str(i) for i in range(len(texts))]
+    res: dict[str, Any] = {"n_texts": len(texts), "embedder": embedder.fingerprint}
+    old = os.environ.get("RAG_CACHE_DIR")
+    try:
+        serial, rayt, stats = [], [], {}
+        for r in range(repeats):
+            with tempfile.TemporaryDirectory() as tmp:
+                os.environ["RAG_CACHE_DIR"] = tmp
+                t0 = time.perf_counter()
+                embed_texts(ids, texts, embedder, show_progress=False)
+                serial.append(time.perf_counter() - t0)
+            with tempfile.TemporaryDirectory() as tmp:
+                os.environ["RAG_CACHE_DIR"] = tmp
+                # the first block carries the actor start and model load: time a warm-up separately
+                t0 = time.perf_counter()
+                stats = {}
+                ray_embed_texts(ids[:1], texts[:1], embedder.name, show_progress=False, stats=stats)
+                if r == 0:
+                    res["ray_init_s"] = stats.get("ray_init_s")
+                    res["first_job_s"] = round(time.perf_counter() - t0, 2)
+                t0 = time.perf_counter()
+                stats = {}
+                ray_embed_texts(ids, texts, embedder.name, show_progress=False, stats=stats)
+                rayt.append(time.perf_counter() - t0)
+        res["serial_chunks_per_s"] = round(len(texts) / min(serial), 2)
+        res["ray_chunks_per_s"] = round(len(texts) / min(rayt), 2)
+        res["ratio"] = round(min(serial) / min(rayt), 3)
+        res["plan"] = {k: stats.get(k) for k in ("concurrency", "threads", "blocks")}
+    finally:
+        if old is None:
+            os.environ.pop("RAG_CACHE_DIR", None)
+        else:
+            os.environ["RAG_CACHE_DIR"] = old
+        ray.shutdown()
+    return res
