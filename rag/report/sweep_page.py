@@ -144,6 +144,12 @@ def write_page(
         )
     spec_yaml = yaml.safe_dump(spec.model_dump(), sort_keys=False).strip()
     main_cols = ["cell", "value", "ci_low", "ci_high", "n"]
+    sf_note = (
+        " SciFact rows (<code>scifact/…</code> in results.csv) index whole abstracts: no chunker "
+        "applies there, so they move with the other parameters only."
+        if table["scope"].astype(str).str.startswith("scifact/").any()
+        else ""
+    )
     main_html = _table_html(main[main_cols]) if not main.empty else "<p>No cell finished.</p>"
     command = (
         f"rag sweep params/sweeps/{name}.yaml --engine {summary['engine']} "
@@ -168,8 +174,8 @@ this time ({len(summary["skipped"])} resumed from earlier runs).</p>
 <section class="nb"><h2>Each cell against the base cell (paired over the same questions)</h2>
 {_table_html(paired)}
 <p>Cells with another chunker have other chunk qrels for the same question; the pairing is over
-question ids, each value being that question's score under its own cell's configuration.</p>
-</section>
+question ids, each value being that question's score under its own cell's configuration.{sf_note}
+</p></section>
 <section class="nb"><h2>Cells</h2><table class="meta"><tr><th>cell</th><th>status</th>
 <th>wall time</th><th>notebooks</th><th>error</th></tr>{"".join(rows)}</table>
 <p><a href="results.csv">results.csv</a> (every metric of every cell, tidy) ·
