@@ -5,7 +5,7 @@ PROFILE ?= default
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup report test test-slow bench bench-rerank ict lab lint check-params clean-smoke
+.PHONY: setup report test test-slow bench bench-rerank bench-report ict lab lint check-params clean-smoke
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,9 @@ bench: setup  ## throughput and latency benchmarks (not tests)
 
 bench-rerank: setup  ## offline rerankers vs hybrid on SciFact + corpus gold, with CIs (slow: e5 ~4 passages/s, cached)
 	$(BIN)/python -m rag.bench.rerank
+
+bench-report: setup  ## time `make report` from a fresh clone, cold (empty cache) then warm -> outputs/bench/report_timing.json (~1 h; quiet machine)
+	$(BIN)/python -m rag.bench.report_timing
 
 ict: setup  ## train the offline ICT cross-encoder reranker from MiniLM (no labels; ~20-30 min); use with -p reranker ict-minilm
 	$(BIN)/rag train-ict
