@@ -123,7 +123,11 @@ def test_offline_judge_trains_persists_and_reloads(tmp_path, tmp_cache, monkeypa
     from rag.judge import offline
 
     settings = offline.OfflineJudgeSettings(
-        train_path=str(_train_file(tmp_path)), classifiers=("logreg",), logreg_c=(1.0,), cv_folds=2
+        train_path=str(_train_file(tmp_path)),
+        classifiers=("logreg",),
+        logreg_c=(1.0,),
+        cv_folds=2,
+        cv_groups="claim",
     )
     judge = offline.OfflineJudge(settings, embedder=BowEmbedder())
     stored = sorted((tmp_cache / "judge").glob("offline-*.pkl"))
@@ -171,7 +175,11 @@ def test_offline_judge_retrains_byte_identically(tmp_path, monkeypatch):
     from rag.judge import offline
 
     settings = offline.OfflineJudgeSettings(
-        train_path=str(_train_file(tmp_path)), classifiers=("logreg",), logreg_c=(1.0,), cv_folds=2
+        train_path=str(_train_file(tmp_path)),
+        classifiers=("logreg",),
+        logreg_c=(1.0,),
+        cv_folds=2,
+        cv_groups="claim",
     )
     blobs = []
     for run in ("a", "b"):
@@ -342,10 +350,11 @@ def test_offline_judge_on_scifact_dev(shared_dir):
 
     metrics, table = validate_judge(OfflineJudge())
     assert metrics["n"] == 340 and metrics["n_failures"] == 0
-    # Measured 0.750 (95% CI 0.699-0.792); the bound leaves ~4 pairs of slack for float noise in
-    # cold-cache embeddings. The references on this set: MiniLM max-cosine 0.682, 5-feature
-    # logistic regression 0.717.
-    assert metrics["balanced_accuracy"] >= 0.74
+    # offline-v2 measured 0.769 (95% CI 0.722-0.814), CONTRADICT 45/71 not passed; the bound
+    # leaves ~4 pairs of slack for float noise in cold-cache embeddings. The references on this
+    # set: MiniLM max-cosine 0.682, 5-feature logistic regression 0.717, offline-v1 0.750.
+    assert metrics["balanced_accuracy"] >= 0.76
+    assert metrics["class_recall"]["CONTRADICT"]["k"] >= 40
     assert metrics["ci_low"] > 0.682
     assert sum(metrics["confusion"]["SUPPORT"].values()) == 138
     again, table2 = validate_judge(OfflineJudge())

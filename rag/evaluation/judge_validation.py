@@ -9,13 +9,19 @@ confusion matrix (human label x judge label) shows *how* it errs, e.g. whether c
 as supported. A judge that fails on a pair (an LLM judge's unreadable output) is counted in
 ``n_failures`` and its own confusion column, and left out of the accuracy — never scored as wrong
 or right silently.
+
+Per-class recall is the binary decision's recall within each human label: SUPPORT pairs judged
+``supported``, CONTRADICT and NOT_ENOUGH_INFO pairs judged anything else (so CONTRADICT recall is
+the share of contradicted claims the judge does *not* pass). :func:`validate_judges` scores
+several judges on the same pairs into one tidy table ("old judge vs new judge"), and
+:func:`judge_card` keeps, per judge name, the numbers every faithfulness figure should sit beside.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -127,12 +133,140 @@ def validate_judge(
         "n_failures": int(len(table) - len(ok)),
         "support_recall": float(np.mean(yhat[y])) if y.any() else None,
         "not_support_recall": float(np.mean(~yhat[~y])) if (~y).any() else None,
+        "class_recall": class_recall(ok["human"].to_numpy(), yhat),
         "confusion": {h: {c: int(confusion.loc[h, c]) for c in cols} for h in HUMAN_LABELS},
         "data": paths.display(p),
         "seconds": round(seconds, 1),
     }
     logger.info("%s on %s: balanced accuracy %s", judge.name, metrics["data"], ci)
     return metrics, table
+
+
+def class_recall(human: np.ndarray, supported: np.ndarray) -> dict[str, dict]:
+    """``{label: {"k", "n", "recall"}}``: SUPPORT pairs judged supported, other labels judged not
+    supported (``recall`` is None for a label with no pairs)."""
+    out = {}
+    for h in HUMAN_LABELS:
+        mask = human == h
+        right = supported[mask] if h == "SUPPORT" else ~supported[mask]
+        n, k = int(mask.sum()), int(right.sum())
+        out[h] = {"k": k, "n": n, "recall": k / n if n else None}
+    return out
+
+
+def validate_judges(
+    judges: Sequence[ClaimJudge] | dict[str, ClaimJudge],
+    path: str | Path | None = None,
+    *,
+    limit: int | None = None,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, dict[str, dict]]:
+    """Validate several judges on the same labelled pairs.
+
+    Args:
+        judges: judges, or ``{display name: judge}`` (default names: ``judge.version`` when the
+            judge has one, else ``judge.name``).
+        path, limit, n_resamples, seed: as in :func:`validate_judge`.
+
+    Returns:
+        ``(table, metrics)``: one table row per judge with balanced accuracy, its CI, per-class
+        recall (``k/n`` and the rate) and n; ``metrics`` maps each name to its
+        :func:`validate_judge` metrics.
+    """
+    named = (
+        dict(judges)
+        if isinstance(judges, dict)
+        else {getattr(j, "version", None) or j.name: j for j in judges}
+    )
+    if not named:
+        raise ConfigError("validate_judges needs at least one judge")
+    metrics = {
+        name: validate_judge(j, path, limit=limit, n_resamples=n_resamples, seed=seed)[0]
+        for name, j in named.items()
+    }
+    return validation_table(metrics), metrics
+
+
+def validation_table(metrics: dict[str, dict]) -> pd.DataFrame:
+    """The tidy comparison table of :func:`validate_judges` from ``{name: metrics}``."""
+    rows = []
+    for name, m in metrics.items():
+        row = {
+            "judge": name,
+            "balanced accuracy": round(m["balanced_accuracy"], 3),
+            "CI": f"{m['ci_low']:.3f}-{m['ci_high']:.3f}",
+            "n": m["n"],
+            "failures": m["n_failures"],
+        }
+        for h, r in m["class_recall"].items():
+            row[f"{h} recall"] = None if r["recall"] is None else round(r["recall"], 3)
+            row[f"{h} k/n"] = f"{r['k']}/{r['n']}"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("judge")
+
+
+def validate_repeats(
+    make_judge: Callable[[int], ClaimJudge],
+    n_repeats: int,
+    path: str | Path | None = None,
+    *,
+    limit: int | None = None,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, dict]:
+    """Run-to-run variance of a judge: validate repeats ``0..n_repeats-1`` on the same pairs.
+
+    ``make_judge(r)`` builds repeat ``r`` (e.g. ``lambda r: LLMJudge(chat, repeat=r)``, whose
+    calls are cached per repeat). Returns one row per repeat and a summary with the spread of
+    balanced accuracy across repeats (min, max, standard deviation) beside repeat 0's bootstrap
+    CI, which only covers the resampling of pairs.
+    """
+    if n_repeats < 1:
+        raise ConfigError(f"n_repeats must be >= 1, got {n_repeats}")
+    runs = [
+        validate_judge(make_judge(r), path, limit=limit, n_resamples=n_resamples, seed=seed)[0]
+        for r in range(n_repeats)
+    ]
+    table = pd.DataFrame(
+        {
+            "repeat": range(n_repeats),
+            "balanced accuracy": [m["balanced_accuracy"] for m in runs],
+            "n": [m["n"] for m in runs],
+            "failures": [m["n_failures"] for m in runs],
+            "CONTRADICT recall": [m["class_recall"]["CONTRADICT"]["recall"] for m in runs],
+        }
+    ).set_index("repeat")
+    bas = table["balanced accuracy"].to_numpy(dtype=float)
+    summary = {
+        "judge": runs[0]["judge"],
+        "n_repeats": n_repeats,
+        "ba_mean": float(bas.mean()),
+        "ba_min": float(bas.min()),
+        "ba_max": float(bas.max()),
+        "ba_sd": float(bas.std(ddof=1)) if n_repeats > 1 else 0.0,
+        "bootstrap_ci_repeat0": (runs[0]["ci_low"], runs[0]["ci_high"]),
+    }
+    return table, summary
+
+
+def judge_card(metrics: dict[str, dict]) -> dict[str, dict]:
+    """``{judge name: {balanced_accuracy, ci_low, ci_high, n, contradict_recall, contradict_k,
+    contradict_n, model}}`` — what a faithfulness number is reported beside."""
+    out = {}
+    for name, m in metrics.items():
+        c = m["class_recall"]["CONTRADICT"]
+        out[name] = {
+            "balanced_accuracy": m["balanced_accuracy"],
+            "ci_low": m["ci_low"],
+            "ci_high": m["ci_high"],
+            "n": m["n"],
+            "contradict_recall": c["recall"],
+            "contradict_k": c["k"],
+            "contradict_n": c["n"],
+            "model": m["judge"],
+        }
+    return out
 
 
 def format_report(metrics: dict) -> str:

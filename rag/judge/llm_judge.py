@@ -7,6 +7,17 @@ The judge sends the retrieved sources and the answer to an injected :class:`~rag
 be read (not JSON, wrong shape, unknown verdict) or a failed call is recorded as a
 ``judge_failure`` with its reason and the raw text: never a silent 0. Refusals and claimless
 answers are recognised by :mod:`rag.answer.claims` first and cost no call.
+
+Two tools address the complaint that LLM-judged faithfulness changes between runs and judges:
+
+* **Repeats.** ``LLMJudge(chat, repeat=r)`` sends ``seed=r``, which is part of the completion
+  cache key, so repeat ``r`` is a distinct cached call: re-running repeat ``r`` costs nothing and
+  reproduces it, while repeats 0..n-1 expose run-to-run variance
+  (:func:`rag.evaluation.judge_validation.validate_repeats`).
+* **Agreement.** :class:`AgreementJudge` asks two judges (of different model families) and
+  accepts a verdict only when both make the same supported-or-not decision; a disagreement is a
+  :class:`JudgeDisagreement` (a ``judge_failure``, never a guess) and is counted, so the
+  disagreement rate can be reported.
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rag.answer.claims import parse_answer
 from rag.errors import JudgeError, LLMError
-from rag.judge import AnswerJudgement, ClaimVerdict, Verdict
+from rag.judge import AnswerJudgement, ClaimVerdict, Verdict, judge_claims
 from rag.llm.base import ChatModel, Message
 
 logger = logging.getLogger(__name__)
@@ -113,18 +124,28 @@ def parse_judge_output(text: str) -> list[ClaimVerdict]:
     return out
 
 
+class JudgeDisagreement(JudgeError):
+    """Two judges of an :class:`AgreementJudge` disagree on a claim."""
+
+
 class LLMJudge:
     """Answer judge through an injected chat model (see the module docstring).
 
     Args:
         chat: the chat model (fixed model; the judge always asks for temperature 0).
         settings: judge settings.
+        repeat: repeat index, sent as the call's seed (a distinct cache entry per repeat).
     """
 
-    def __init__(self, chat: ChatModel, settings: LLMJudgeSettings | None = None) -> None:
+    def __init__(
+        self, chat: ChatModel, settings: LLMJudgeSettings | None = None, repeat: int = 0
+    ) -> None:
+        if repeat < 0:
+            raise JudgeError(f"repeat index must be >= 0, got {repeat}")
         self.chat = chat
         self.settings = settings or LLMJudgeSettings()
-        self.name = f"llm:{chat.name}:{PROMPT_VERSION}"
+        self.repeat = repeat
+        self.name = f"llm:{chat.name}:{PROMPT_VERSION}" + (f"#r{repeat}" if repeat else "")
 
     def _call(self, answer: str, context: str) -> tuple[list[ClaimVerdict] | None, dict, str]:
         """(verdicts or None on failure, trace, failure reason)."""
@@ -133,7 +154,11 @@ class LLMJudge:
             logger.warning(
                 "judge context of %d chars cut to %d", len(context), self.settings.max_context_chars
             )
-        trace: dict = {"prompt_version": PROMPT_VERSION, "context_truncated": truncated}
+        trace: dict = {
+            "prompt_version": PROMPT_VERSION,
+            "context_truncated": truncated,
+            "repeat": self.repeat,
+        }
         try:
             completion = self.chat.complete(
                 build_messages(answer, context, self.settings.max_context_chars),
@@ -141,6 +166,7 @@ class LLMJudge:
                 max_tokens=self.settings.max_tokens,
                 json_mode=True,
                 prompt_version=PROMPT_VERSION,
+                seed=self.repeat,
             )
         except LLMError as e:
             return None, trace, f"judge call failed: {type(e).__name__}: {e}"
@@ -190,3 +216,78 @@ class LLMJudge:
     def entails(self, claim: str, premise: str) -> bool:
         """Entailment function for :mod:`rag.evaluation.citations`."""
         return self.verdict(claim, premise).supported
+
+
+class AgreementJudge:
+    """Accept a verdict only when two claim judges agree (see the module docstring).
+
+    Agreement is on the decision faithfulness uses — supported or not. When both say not
+    supported but differ between ``unsupported`` and ``not_found``, the verdict is ``unsupported``.
+
+    Attributes:
+        n_agree, n_disagree, n_failed: counts over every :meth:`verdict` call so far.
+    """
+
+    def __init__(self, first, second) -> None:
+        if first.name == second.name:
+            raise JudgeError(
+                f"an agreement rule needs two different judges, got {first.name} twice"
+            )
+        self.first, self.second = first, second
+        self.name = f"agree({first.name}|{second.name})"
+        self.n_agree = self.n_disagree = self.n_failed = 0
+
+    @property
+    def disagreement_rate(self) -> float | None:
+        """Disagreements over claims both judges could judge (None before any)."""
+        n = self.n_agree + self.n_disagree
+        return self.n_disagree / n if n else None
+
+    def stats(self) -> dict:
+        """Counts and the disagreement rate, ready for ``metrics.json``."""
+        return {
+            "n_agree": self.n_agree,
+            "n_disagree": self.n_disagree,
+            "n_failed": self.n_failed,
+            "disagreement_rate": self.disagreement_rate,
+        }
+
+    def verdict(self, claim: str, context: str) -> Verdict:
+        """The shared verdict.
+
+        Raises:
+            JudgeDisagreement: the judges make different supported-or-not decisions.
+            JudgeError: either judge failed.
+        """
+        try:
+            a = self.first.verdict(claim, context)
+            b = self.second.verdict(claim, context)
+        except JudgeError:
+            self.n_failed += 1
+            raise
+        if a.supported != b.supported:
+            self.n_disagree += 1
+            raise JudgeDisagreement(
+                f"{self.first.name} says {a.label}, {self.second.name} says {b.label} "
+                f"on {claim[:80]!r}"
+            )
+        self.n_agree += 1
+        label = a.label if a.label == b.label else "unsupported"
+        reason = f"both agree: {a.label} / {b.label}"
+        trace = {"first": {"label": a.label, "reason": a.reason}}
+        trace["second"] = {"label": b.label, "reason": b.reason}
+        return Verdict(label, (a.score + b.score) / 2, reason, trace)
+
+    def judge_answer(self, answer: str, context: str) -> AnswerJudgement:
+        """Claim by claim (deterministic splitter); a disagreement makes it a judge_failure."""
+        try:
+            return judge_claims(self, answer, context)
+        except JudgeError as e:
+            return AnswerJudgement("judge_failure", reason=str(e), judge=self.name)
+
+    def entails(self, claim: str, premise: str) -> bool:
+        """Entailment for citations: only an agreed ``supported`` counts."""
+        try:
+            return self.verdict(claim, premise).supported
+        except JudgeError:
+            return False

@@ -3,10 +3,23 @@
 No NLI or fact-checking model can be installed here, so :class:`OfflineJudge` scores a claim from
 the features of :mod:`rag.judge.features` with a scikit-learn classifier fitted on SciFact
 ``judge_train.jsonl`` only (Wadden et al., 2020). The classifier family, its regularisation and the
-decision threshold are chosen by grouped 5-fold cross-validation on train (groups = claims, so a
-claim never sits in both folds), maximising balanced accuracy of supported-vs-not. A second
-logistic regression, fitted on the non-supported train pairs, separates ``unsupported``
-(SciFact CONTRADICT) from ``not_found`` (NOT_ENOUGH_INFO).
+decision threshold are chosen by grouped 5-fold cross-validation on train, maximising balanced
+accuracy of supported-vs-not. A second logistic regression, fitted on the non-supported train
+pairs, separates ``unsupported`` (SciFact CONTRADICT) from ``not_found`` (NOT_ENOUGH_INFO).
+
+Two versions are kept, selectable by name (:data:`JUDGES`, :func:`make_offline_judge`):
+
+* ``offline-v1`` — the alignment features only; CV groups are claims.
+* ``offline-v2`` (default) — adds the contradiction cues of :mod:`rag.judge.contrast` (negation,
+  antonyms, signed direction, numbers, comparatives, flip gain); CV groups are the connected
+  components of claims and documents, so neither a claim nor an abstract sits in two folds; and a
+  *contradiction veto*: a logistic regression fitted on the SUPPORT and CONTRADICT train pairs
+  only, whose threshold is chosen jointly with the support threshold on the same out-of-fold
+  predictions, labels a pair ``unsupported`` when it looks contradicted even if it aligns well.
+
+Why this module is long: settings, featurisation, the CV model choice (with the veto's joint
+thresholds), the content-addressed artifact and the judge class are one training-and-serving
+contract; split apart, the cache key could drift from what the training code reads.
 
 The fitted model is stored under ``cache_dir("judge")`` keyed by the training file's hash, the
 feature version, the embedder, the settings and the library versions; it is retrained
@@ -34,6 +47,7 @@ from rag.errors import ConfigError, IndexBuildError, JudgeError
 from rag.index.embed import Embedder, minilm
 from rag.index.embed_cache import embed_texts
 from rag.judge import ClaimVerdict, Verdict, judge_claims
+from rag.judge.contrast import CONTRAST_NAMES, CONTRAST_VERSION, contrast_features, flip_claim
 from rag.judge.features import (
     FEATURE_NAMES,
     FEATURE_VERSION,
@@ -46,7 +60,9 @@ from rag.judge.features import (
 logger = logging.getLogger(__name__)
 
 #: Bump when the stored artifact's layout changes.
-ARTIFACT_VERSION = "offline-judge-v1"
+ARTIFACT_VERSION = "offline-judge-v2"
+
+JudgeVersion = Literal["offline-v1", "offline-v2"]
 
 
 class OfflineJudgeSettings(BaseModel):
@@ -54,6 +70,20 @@ class OfflineJudgeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    version: JudgeVersion = Field(
+        "offline-v2",
+        description="offline-v1: alignment features; offline-v2: plus contradiction cues.",
+    )
+    cv_groups: Literal["claim", "claim+document"] = Field(
+        "claim+document",
+        description="What a CV fold keeps together: claims, or claims and the abstracts they "
+        "share (connected components), so no abstract is seen in two folds.",
+    )
+    contradiction_veto: bool = Field(
+        True,
+        description="Fit a SUPPORT-vs-CONTRADICT model and label pairs above its CV-chosen "
+        "threshold unsupported (offline-v2).",
+    )
     train_path: str = Field(
         "datasets/scifact/judge_train.jsonl",
         description="Training pairs, relative to the shared folder (or absolute).",
@@ -99,6 +129,9 @@ class FittedJudge:
     threshold: float
     idf: dict[str, float]
     meta: dict = field(default_factory=dict)
+    #: offline-v2: p(CONTRADICT | evidence pair) model and its veto threshold (None: no veto).
+    contra_model: object = None
+    contra_threshold: float | None = None
 
 
 def read_pairs(path: Path) -> list[dict]:
@@ -114,11 +147,16 @@ def read_pairs(path: Path) -> list[dict]:
                 r = json.loads(line)
                 rows.append(
                     {k: r[k] for k in ("claim_id", "claim", "abstract", "label")}
-                    | {"title": r.get("title", "")}
+                    | {"title": r.get("title", ""), "doc_id": str(r.get("doc_id", ""))}
                 )
             except (json.JSONDecodeError, KeyError) as e:
                 raise ConfigError(f"{paths.display(path)} line {n} is not a judge pair: {e}") from e
     return rows
+
+
+def feature_names(version: JudgeVersion) -> tuple[str, ...]:
+    """Columns of a version's feature matrix."""
+    return FEATURE_NAMES if version == "offline-v1" else FEATURE_NAMES + CONTRAST_NAMES
 
 
 def featurize(
@@ -127,26 +165,60 @@ def featurize(
     idf: dict[str, float],
     max_sentences: int = 200,
     desc: bool = False,
+    version: JudgeVersion = "offline-v1",
 ) -> tuple[np.ndarray, list[dict]]:
-    """Feature matrix (rows in ``FEATURE_NAMES`` order) and traces for (claim, context) pairs."""
+    """Feature matrix (rows in :func:`feature_names` order) and traces for (claim, context) pairs.
+
+    ``offline-v2`` also embeds each claim with its polarity flipped (:func:`flip_claim`) for the
+    contradiction cues of :mod:`rag.judge.contrast`.
+    """
     units: dict[str, ContextUnits] = {}
     for _, ctx in pairs:
         if ctx not in units:
             units[ctx] = context_units(ctx, max_sentences)
-    texts = [c for c, _ in pairs] + [t for u in units.values() for t in u.texts]
+    v2 = version == "offline-v2"
+    flips = [flip_claim(c) for c, _ in pairs] if v2 else []
+    texts = [c for c, _ in pairs] + flips + [t for u in units.values() for t in u.texts]
     vecs = embed(texts, embedder, desc)
     claim_vecs = vecs[: len(pairs)]
-    offsets, pos = {}, len(pairs)
+    flip_vecs = vecs[len(pairs) : len(pairs) + len(flips)]
+    offsets, pos = {}, len(pairs) + len(flips)
     for ctx, u in units.items():
         offsets[ctx] = (pos, pos + len(u.texts))
         pos += len(u.texts)
+    names = feature_names(version)
     rows, traces = [], []
-    for (claim, ctx), cv in zip(pairs, claim_vecs, strict=True):
+    for i, ((claim, ctx), cv) in enumerate(zip(pairs, claim_vecs, strict=True)):
         a, b = offsets[ctx]
         feats, trace = claim_features(claim, units[ctx], cv, vecs[a:b], idf)
-        rows.append([feats[n] for n in FEATURE_NAMES])
+        if v2:
+            n_s = len(units[ctx].sentences)
+            sent_vecs = vecs[a : a + n_s]
+            cfeats, ctrace = contrast_features(
+                claim, units[ctx].sentences, sent_vecs @ cv, sent_vecs @ flip_vecs[i]
+            )
+            feats, trace = feats | cfeats, trace | ctrace
+        rows.append([feats[n] for n in names])
         traces.append(trace | {"features": feats})
     return np.asarray(rows, dtype=np.float64), traces
+
+
+def cv_groups(rows: Sequence[dict], how: str) -> np.ndarray:
+    """Group label per row: its claim, or the connected component of claims and documents."""
+    if how == "claim":
+        return np.array([str(r["claim_id"]) for r in rows])
+    parent: dict[str, str] = {}
+
+    def find(a: str) -> str:
+        while parent.setdefault(a, a) != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for r in rows:
+        doc = r.get("doc_id") or r["abstract"]
+        parent[find(f"c:{r['claim_id']}")] = find(f"d:{doc}")
+    return np.array([find(f"c:{r['claim_id']}") for r in rows])
 
 
 def _make_model(kind: str, c: float, seed: int):
@@ -201,9 +273,15 @@ def fit_judge(
         idf,
         settings.max_sentences,
         desc=True,
+        version=settings.version,
     )
     y = np.array([r["label"] == "SUPPORT" for r in rows])
-    groups = np.array([str(r["claim_id"]) for r in rows])
+    groups = cv_groups(rows, settings.cv_groups)
+    if len(set(groups)) < settings.cv_folds:
+        raise ConfigError(
+            f"{len(set(groups))} CV group(s) by {settings.cv_groups!r} for {settings.cv_folds} "
+            "folds; use cv_groups='claim' or fewer cv_folds"
+        )
     folds = list(
         StratifiedGroupKFold(
             n_splits=settings.cv_folds, shuffle=True, random_state=settings.seed
@@ -212,7 +290,9 @@ def fit_judge(
     candidates = [("logreg", c) for c in settings.logreg_c if "logreg" in settings.classifiers]
     if "hgb" in settings.classifiers:
         candidates.append(("hgb", 0.0))
-    cv = []
+    contra = np.array([r["label"] == "CONTRADICT" for r in rows])
+    veto = settings.version == "offline-v2" and settings.contradiction_veto and contra.any()
+    cv, oofs = [], {}
     for kind, c in candidates:
         oof = np.zeros(len(y))
         for tr, te in folds:
@@ -221,23 +301,69 @@ def fit_judge(
         t, ba = _best_threshold(y, oof)
         ba_half = balanced_accuracy_score(y, oof >= 0.5)
         cv.append({"model": kind, "C": c, "cv_ba": ba, "cv_ba_at_0.5": ba_half, "threshold": t})
+        oofs[(kind, c)] = oof
         logger.info("judge CV %s C=%s: BA %.3f (t=%.3f), BA@0.5 %.3f", kind, c, ba, t, ba_half)
     best = max(cv, key=lambda r: (round(r["cv_ba"], 6), r["model"] == "logreg", -r["C"]))
     support = _make_model(best["model"], best["C"], settings.seed).fit(x, y)
     threshold = settings.threshold if settings.threshold is not None else best["threshold"]
     neg = ~y
-    kind_y = np.array([r["label"] == "CONTRADICT" for r in rows])[neg]
+    kind_y = contra[neg]
     kind_model = make_pipeline(
         StandardScaler(), LogisticRegression(C=1.0, class_weight="balanced", max_iter=2000)
     ).fit(x[neg], kind_y)
+    contra_model, contra_t, veto_cv = None, None, None
+    if veto:
+        contra_model, contra_t, threshold, veto_cv = _fit_veto(
+            x, y, contra, folds, oofs[(best["model"], best["C"])], best, settings
+        )
     meta = {
+        "version": settings.version,
         "cv": cv,
         "chosen": best,
+        "veto_cv": veto_cv,
+        "cv_groups": settings.cv_groups,
+        "n_groups": int(len(set(groups))),
         "n_train": len(rows),
         "train_seconds": round(time.perf_counter() - t0, 1),
-        "features": list(FEATURE_NAMES),
+        "features": list(feature_names(settings.version)),
     }
-    return FittedJudge(support, kind_model, float(threshold), idf, meta)
+    return FittedJudge(support, kind_model, float(threshold), idf, meta, contra_model, contra_t)
+
+
+def _fit_veto(x, y, contra, folds, oof_support, best, settings):
+    """The contradiction veto: a SUPPORT-vs-CONTRADICT model and both thresholds, chosen jointly
+    on out-of-fold predictions of the same grouped folds (train only)."""
+    evidence = y | contra
+    oof_c = np.zeros(len(y))
+    for tr, te in folds:
+        tr_e = tr[evidence[tr]]
+        m = _make_model("logreg", best["C"] if best["model"] == "logreg" else 0.1, settings.seed)
+        oof_c[te] = m.fit(x[tr_e], contra[tr_e]).predict_proba(x[te])[:, 1]
+    grid_s = np.round(np.arange(0.30, 0.701, 0.02), 2)
+    grid_c = np.round(np.arange(0.30, 1.001, 0.02), 2)  # 1.0 = no veto
+    best_v = (-1.0, 0.5, 1.0)
+    for ts in sorted(grid_s, key=lambda t: (abs(t - 0.5), t)):
+        if settings.threshold is not None:
+            ts = settings.threshold
+        for tc in grid_c[::-1]:  # ties: the milder veto
+            pred = (oof_support >= ts) & (oof_c < tc)
+            ba = float(np.mean([np.mean(pred[y]), np.mean(~pred[~y])]))
+            if ba > best_v[0] + 1e-12:
+                best_v = (ba, float(ts), float(tc))
+    ba, ts, tc = best_v
+    pred = (oof_support >= ts) & (oof_c < tc)
+    veto_cv = {
+        "cv_ba": ba,
+        "support_threshold": ts,
+        "contra_threshold": tc,
+        "cv_contradict_recall": float(np.mean(~pred[contra])),
+    }
+    logger.info("judge CV veto: BA %.3f (t_support=%.2f, t_contra=%.2f)", ba, ts, tc)
+    ev = np.flatnonzero(evidence)
+    model = _make_model(
+        "logreg", best["C"] if best["model"] == "logreg" else 0.1, settings.seed
+    ).fit(x[ev], contra[ev])
+    return model, tc, ts, veto_cv
 
 
 def _versions() -> dict[str, str]:
@@ -262,6 +388,7 @@ def artifact_key(
         ARTIFACT_VERSION,
         FEATURE_VERSION,
         embedder_fingerprint,
+        CONTRAST_VERSION if settings.version == "offline-v2" else "",
         settings.model_dump_json(exclude={"threshold", "batch_size", "strict_numbers"}),
         json.dumps(_versions(), sort_keys=True),
     ):
@@ -288,7 +415,8 @@ class OfflineJudge:
         self.settings = settings or OfflineJudgeSettings()
         self.embedder = embedder or minilm(batch_size=self.settings.batch_size)
         self.fitted = fitted or self._load_or_fit()
-        self.name = f"offline:{self.fitted.meta.get('key', 'custom')}"
+        self.version: str = self.settings.version
+        self.name = f"{self.version}:{self.fitted.meta.get('key', 'custom')}"
 
     def _train_path(self) -> Path:
         p = Path(self.settings.train_path)
@@ -308,7 +436,7 @@ class OfflineJudge:
                 logger.warning("stale judge artifact %s; retraining", paths.display(store))
             except (pickle.UnpicklingError, EOFError, AttributeError) as e:
                 logger.warning("unreadable judge artifact %s (%s); retraining", store.name, e)
-        logger.info("training the offline judge on %s", paths.display(train))
+        logger.info("training the %s judge on %s", self.settings.version, paths.display(train))
         fitted = fit_judge(rows, self.embedder, self.settings)
         fitted.meta.update({"key": key, "versions": _versions(), "train": paths.display(train)})
         tmp = store.with_suffix(".tmp")
@@ -326,18 +454,32 @@ class OfflineJudge:
                 raise JudgeError("empty claim given to the offline judge; pass a non-empty claim")
         try:
             x, traces = featurize(
-                pairs, self.embedder, self.fitted.idf, self.settings.max_sentences, desc
+                pairs,
+                self.embedder,
+                self.fitted.idf,
+                self.settings.max_sentences,
+                desc,
+                version=self.settings.version,
             )
         except ValueError as e:
             raise IndexBuildError(f"could not embed judge inputs: {e}") from e
         p = self.fitted.support_model.predict_proba(x)[:, 1]
         p_contra = self.fitted.kind_model.predict_proba(x)[:, 1]
+        veto_model = getattr(self.fitted, "contra_model", None)
+        tv = getattr(self.fitted, "contra_threshold", None)
+        p_veto = veto_model.predict_proba(x)[:, 1] if veto_model is not None else np.zeros(len(p))
         t = self.fitted.threshold
         out = []
-        for pi, pc, tr in zip(p, p_contra, traces, strict=True):
-            pi, pc = round(float(pi), 6), round(float(pc), 6)
+        for pi, pc, pv, tr in zip(p, p_contra, p_veto, traces, strict=True):
+            pi, pc, pv = round(float(pi), 6), round(float(pc), 6), round(float(pv), 6)
             strict_miss = self.settings.strict_numbers and bool(tr["missing_numbers"])
-            if pi >= t and not strict_miss:
+            vetoed = tv is not None and pv >= tv
+            if pi >= t and vetoed:
+                label, why = (
+                    "unsupported",
+                    f"p(supported)={pi:.3f} but p(contradicted)={pv:.3f} >= {tv:.3f}",
+                )
+            elif pi >= t and not strict_miss:
                 label, why = "supported", f"p(supported)={pi:.3f} >= {t:.3f}"
             elif pi >= t:
                 label, why = (
@@ -351,8 +493,12 @@ class OfflineJudge:
             cues = [f"missing numbers {tr['missing_numbers']}"] if tr["missing_numbers"] else []
             if tr["missing_entities"]:
                 cues.append(f"missing entities {tr['missing_entities']}")
+            cues.extend(tr.get("contradiction_cues", [])[:2])
             reason = "; ".join([why, *cues]) + f"; best: {tr['best_sentence'][:160]!r}"
-            out.append(Verdict(label, pi, reason, tr | {"p_contradict": pc, "threshold": t}))
+            extra = {"p_contradict": pc, "threshold": t, "judge_version": self.version}
+            if veto_model is not None:
+                extra |= {"p_contradicted": pv, "contra_threshold": tv}
+            out.append(Verdict(label, pi, reason, tr | extra))
         return out
 
     def verdict(self, claim: str, context: str) -> Verdict:
@@ -368,13 +514,39 @@ class OfflineJudge:
         return judge_claims(self, answer, context)
 
 
+#: The offline judges by name; ``offline-v2`` is the default everywhere.
+JUDGES: dict[str, OfflineJudgeSettings] = {
+    "offline-v1": OfflineJudgeSettings(
+        version="offline-v1", cv_groups="claim", contradiction_veto=False
+    ),
+    "offline-v2": OfflineJudgeSettings(),
+}
+DEFAULT_JUDGE = "offline-v2"
+
+
+def make_offline_judge(name: str = DEFAULT_JUDGE, embedder: Embedder | None = None) -> OfflineJudge:
+    """The offline judge called ``name`` (a key of :data:`JUDGES`), loaded or trained once.
+
+    Raises:
+        ConfigError: unknown name (the message lists the known ones).
+    """
+    if name not in JUDGES:
+        raise ConfigError(f"unknown offline judge {name!r}; known: {sorted(JUDGES)}")
+    return OfflineJudge(JUDGES[name], embedder=embedder)
+
+
 __all__ = [
+    "DEFAULT_JUDGE",
+    "JUDGES",
     "ClaimVerdict",
     "FittedJudge",
     "OfflineJudge",
     "OfflineJudgeSettings",
     "artifact_key",
     "featurize",
+    "cv_groups",
+    "feature_names",
     "fit_judge",
+    "make_offline_judge",
     "read_pairs",
 ]
