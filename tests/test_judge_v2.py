@@ -195,6 +195,9 @@ def test_v1_and_v2_are_separate_cached_models(tmp_path, tmp_cache):
     v = v2.verdict("Caffeine decreases alertness", FACTS[5][1])
     assert v.trace["judge_version"] == "offline-v2"
     assert "antonyms" in " ".join(v.trace["contradiction_cues"])
+    # A vetoed claim scores below the threshold: score >= threshold still means supported.
+    verdicts = v2.predict([(r["claim"], r["abstract"]) for r in _rows()])
+    assert all((v.score >= v2.fitted.threshold) == v.supported for v in verdicts)
 
     table, metrics = validate_judges(
         [v1, v2], _write(tmp_path, _rows(), "dev.jsonl"), n_resamples=100

@@ -497,8 +497,11 @@ class OfflineJudge:
             reason = "; ".join([why, *cues]) + f"; best: {tr['best_sentence'][:160]!r}"
             extra = {"p_contradict": pc, "threshold": t, "judge_version": self.version}
             if veto_model is not None:
-                extra |= {"p_contradicted": pv, "contra_threshold": tv}
-            out.append(Verdict(label, pi, reason, tr | extra))
+                extra |= {"p_contradicted": pv, "contra_threshold": tv, "p_supported": pi}
+            # A vetoed claim scores just below the threshold, so "score >= threshold" keeps
+            # meaning "supported" for callers that gate on the score.
+            score = min(pi, float(np.nextafter(t, 0.0))) if pi >= t and vetoed else pi
+            out.append(Verdict(label, score, reason, tr | extra))
         return out
 
     def verdict(self, claim: str, context: str) -> Verdict:
