@@ -140,6 +140,7 @@ def test_a_failed_kernel_start_is_retried(monkeypatch):
     assert calls[0] != calls[1]  # the retry got a fresh connection file
 
 
+@pytest.mark.notebooks
 def test_failing_cell_is_recorded_while_the_other_finishes(project):
     path = _sweep_file(project, "fails", "    x: [3, -1]")
     with pytest.raises(NotebookError, match=r"(?s)1 of 2 cells failed.*x=-1.*x must be >= 0"):
@@ -179,6 +180,7 @@ sys.exit(cli.main(["sweep", sys.argv[2], "--workers", "1"]))
 """
 
 
+@pytest.mark.notebooks
 def test_a_killed_sweep_resumes_where_it_stopped(project):
     path = _sweep_file(project, "resume", "    x: [1, 2]\n    sleep_s: [3.0]")
     out = project / "out" / "resume"
