@@ -49,7 +49,7 @@ from rag.index.dense import DenseSettings, build_ivf, effective_nlist
 logger = logging.getLogger(__name__)
 
 SCALES = (1, 2, 5, 10, 30, 100)
-EF_SEARCH = (16, 32, 64, 128, 256)
+EF_SEARCH = (16, 32, 64, 128, 256, 512)
 NPROBE = (1, 2, 4, 8, 16, 32, 64)
 HNSW_EF_CONSTRUCTION = 40
 #: bumps invalidate the partial results a resumed run would reuse.
@@ -341,7 +341,7 @@ def bench_scale(
     out_path: str = OUT,
     bm25_max_scale: int = 30,
     stages: bool = True,
-    ivf_max_scale: int = 100,
+    ivf_max_scale: int = 30,
     ray: bool = True,
 ) -> dict[str, Any]:
     """Run the scale benchmark, saving after each size; sizes already saved are not re-run."""

@@ -28,7 +28,7 @@ from rag.index.dense import DenseSettings, effective_nlist
 
 #: one-thread CPU time of exact inner-product search per stored 384-d vector (ns), measured by
 #: ``rag bench scale`` (flat p50 CPU ms / n at the largest size); scales linearly with dim.
-FLAT_NS_PER_VECTOR = 60.0
+FLAT_NS_PER_VECTOR = 160.0
 #: HNSW graph parameters the rule uses (faiss's default efConstruction; M=16 halves the graph memory
 #: of M=32 for the same measured recall at efSearch below).
 HNSW_M = 16
