@@ -208,3 +208,16 @@ def test_tampered_vectors_detected(tmp_path, data):
     np.save(tmp_path / "d" / "vectors.npy", vecs[20:40])
     with pytest.raises(IndexBuildError, match="do not match"):
         DenseIndex.load(tmp_path / "d")
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_vectors_are_one_copy_that_outlives_the_index(clustered, kind):
+    """flat/HNSW expose faiss's own storage (no second copy); the array keeps the index alive."""
+    import gc
+
+    ids, vecs, _ = clustered
+    got = DenseIndex(ids, vecs, kind=kind).vectors  # the index itself is dropped at once
+    gc.collect()
+    _ = [np.ones((1000, 32), dtype=np.float32) for _ in range(50)]  # reuse any freed memory
+    np.testing.assert_array_equal(got, vecs)
+    assert not got.flags.writeable

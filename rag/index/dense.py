@@ -171,6 +171,26 @@ def build_ivf(
     return idx, quantizer, assign
 
 
+class _Storage:
+    """Exposes a faiss flat index's float32 storage to numpy and keeps that index alive: the array's
+    ``base`` is this object, so the view can never outlive the memory it points to."""
+
+    def __init__(self, flat: Any, n: int, dim: int, owner: Any) -> None:
+        self.owner = owner  # the index that owns the memory (HNSW owns its flat storage)
+        self.__array_interface__ = {
+            "shape": (n, dim),
+            "typestr": "<f4",
+            "data": (int(flat.get_xb()), True),  # read-only: the index owns the values
+            "version": 3,
+        }
+
+
+def _storage_view(flat: Any, n: int, dim: int, owner: Any = None) -> np.ndarray:
+    """The vectors stored in a flat faiss index, as a read-only (n, dim) array without a copy;
+    ``owner`` (default ``flat``) is kept alive by the array."""
+    return np.asarray(_Storage(flat, n, dim, owner if owner is not None else flat))
+
+
 class DenseIndex:
     """Inner-product search over normalised vectors.
 
@@ -245,18 +265,13 @@ class DenseIndex:
         if self.settings.kind == "flat":
             self._exact_index = faiss.IndexFlatIP(self.dim)
             self._exact_index.add(vectors)
-            n = len(self.ids)
-            self.vectors = faiss.rev_swig_ptr(self._exact_index.get_xb(), n * self.dim).reshape(
-                n, self.dim
-            )
+            self.vectors = _storage_view(self._exact_index, len(self.ids), self.dim)
         else:
             self.vectors = vectors
 
     def _hnsw_view(self, idx: Any) -> np.ndarray:
         """The HNSW graph's own float32 storage as an array: no second copy of the vectors."""
-        storage = faiss.downcast_index(idx.storage)
-        n = len(self.ids)
-        return faiss.rev_swig_ptr(storage.get_xb(), n * self.dim).reshape(n, self.dim)
+        return _storage_view(faiss.downcast_index(idx.storage), len(self.ids), self.dim, owner=idx)
 
     @property
     def _exact(self) -> Any:
