@@ -22,15 +22,16 @@ FLAT_LIMIT = int(10e6 / FLAT_NS_PER_VECTOR)
         (5_193, "flat"),  # the real corpus, 1x
         (51_930, "flat"),  # 10x
         (FLAT_LIMIT, "flat"),
-        (FLAT_LIMIT + 1, "hnsw"),  # exact search would exceed 10 ms
-        (519_300, "hnsw"),  # 100x: vectors + M=16 graph still fit 1 GB
+        (FLAT_LIMIT + 1, "ivf_flat"),  # exact search would exceed 10 ms
+        (155_790, "ivf_flat"),  # 30x
+        (519_300, "ivf_flat"),  # 100x: the raw vectors (761 MB) fit 1 GB
     ],
 )
 def test_choice_by_size(n, kind):
     c = choose_index(n, 384)
     assert c.settings.kind == kind
     assert c.memory_bytes <= 1 << 30
-    assert str(f"{n:,}") in c.reason or kind != "flat"
+    assert f"{n:,}" in c.reason
 
 
 def test_memory_budget_moves_the_choice_down_faiss_s_ladder():

@@ -171,5 +171,5 @@ def test_default_dense_kind_is_the_rules_pick(tmp_cache, monkeypatch):
     assert ix.stats["dense_kind"] == "flat" and "exact" in ix.stats["dense_choice"]
     monkeypatch.setattr(choose, "FLAT_NS_PER_VECTOR", 1e12)  # pretend one vector costs 1000 s
     ix = index_chunks(chunks(), "fp1", embedder=emb, show_progress=False)
-    assert ix.stats["dense_kind"] == ix.dense.settings.kind == "hnsw"
+    assert ix.stats["dense_kind"] == ix.dense.settings.kind == "ivf_flat"
     assert ix.dense.search(emb.encode_queries(["reciprocal"]), 1)[0]

@@ -128,11 +128,20 @@ def _mem(index: Any) -> int:
     return int(faiss.serialize_index(index).nbytes)
 
 
+ALL_KINDS = ("flat", "hnsw", "ivf_flat", "ivf_pq")
+
+
 def bench_dense(
-    vecs: np.ndarray, qvecs: np.ndarray, scale: int, k: int = 10, ivf: bool = True
+    vecs: np.ndarray,
+    qvecs: np.ndarray,
+    scale: int,
+    k: int = 10,
+    ivf: bool = True,
+    kinds: Sequence[str] = ALL_KINDS,
 ) -> list[dict]:
     """Every index kind on the grid at one size: recall@k vs exact, latency, build s, bytes/vector
-    (``ivf=False`` skips IVF-Flat and IVF-PQ, whose k-means dominates the cost at large sizes)."""
+    (``ivf=False`` skips IVF-Flat and IVF-PQ, whose k-means dominates the cost at large sizes;
+    ``kinds`` measures a subset, exact search always runs as the reference)."""
     n, dim = vecs.shape
     rows: list[dict] = []
 
@@ -148,16 +157,11 @@ def bench_dense(
     flat.add(vecs)
     flat_s = time.perf_counter() - t0
     _, exact = flat.search(qvecs, k)
-    row(
-        "flat",
-        {},
-        flat_s,
-        n * dim * 4,
-        recall=1.0,
-        **time_queries(lambda q: flat.search(q, k), qvecs),
-    )
+    if "flat" in kinds:
+        timing = time_queries(lambda q: flat.search(q, k), qvecs)
+        row("flat", {}, flat_s, n * dim * 4, recall=1.0, **timing)
     flat.reset()  # free its vectors before the graphs are built
-    for m in hnsw_ms(scale):
+    for m in hnsw_ms(scale) if "hnsw" in kinds else ():
         faiss.omp_set_num_threads(2)
         t0 = time.perf_counter()
         h = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
@@ -171,13 +175,13 @@ def bench_dense(
                 build_s, mem, recall=recall_at_k(found, exact),
                 **time_queries(lambda q, h=h: h.search(q, k), qvecs))  # fmt: skip
         del h
-    for nlist in nlists(n, scale) if ivf else ():
+    for nlist in nlists(n, scale) if ivf and "ivf_flat" in kinds else ():
         faiss.omp_set_num_threads(2)
         t0 = time.perf_counter()
         ivf, quantizer, assign = build_ivf(vecs, DenseSettings(kind="ivf_flat", nlist=nlist))
         build_s = time.perf_counter() - t0
         kinds = [("ivf_flat", ivf, build_s, {})]
-        if nlist == effective_nlist(n):  # IVF-PQ on the same cells (k-means and assignment reused)
+        if nlist == effective_nlist(n) and "ivf_pq" in kinds:  # same cells, k-means reused
             t0 = time.perf_counter()
             pq, _, _ = build_ivf(
                 vecs, DenseSettings(kind="ivf_pq", nlist=nlist, pq_m=dim // 8),
@@ -326,6 +330,22 @@ def chosen_rows(rows: list[dict], dim: int) -> list[dict]:
         r = match[0]
         out.append({**r, "choice": choice, "measured": True})
     return out
+
+
+def add_kinds(scale: int, kinds: Sequence[str], out_path: str = OUT) -> list[dict]:
+    """Measure ``kinds`` at one size already in the results file and append their rows (used to
+    complete a size that a capped run measured partly)."""
+    out = paths.resolve(out_path)
+    res = json.loads(out.read_text())
+    data = load_corpus_vectors()
+    vecs = _replicate_vectors(data["vectors"], scale)
+    rows = bench_dense(vecs, data["qvecs"], scale, kinds=kinds)
+    res = json.loads(out.read_text())  # re-read: keep anything written meanwhile
+    res["dense"] += rows
+    res["dense"].sort(key=lambda r: (r["scale"], ALL_KINDS.index(r["kind"])))
+    res["chosen"] = chosen_rows(res["dense"], int(vecs.shape[1]))
+    _save(res, out)
+    return rows
 
 
 def _save(res: dict[str, Any], out: Path) -> None:

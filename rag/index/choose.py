@@ -1,21 +1,25 @@
 """Which dense index a corpus of ``n`` vectors gets, following faiss's published guidelines.
 
 faiss wiki, "Guidelines to choose an index": exact ``Flat`` when it is affordable (the baseline, and
-the only exact one); ``HNSW`` (M 4..64) when memory is not a concern, the fastest accurate option;
-``IVF`` with ``nlist`` between 4·√N and 16·√N cells when memory is tighter; ``PQ`` codes when the
-raw vectors do not fit. The rule below turns that into numbers for this project's targets:
+the only exact one); ``HNSW`` when memory is not a concern; ``IVF`` with ``nlist`` between 4·√N and
+16·√N cells; ``PQ`` codes when the raw vectors do not fit. The rule turns that into numbers for
+this project's targets (recall@10 ≥ 0.95 against exact, p50 ≤ 10 ms on one thread, ≤ 1 GB):
 
 1. ``flat`` while one exact query is predicted to take at most ``latency_budget_ms`` on one thread
-   (``n × FLAT_NS_PER_VECTOR``; the constant is the CPU time per vector measured by
-   ``rag bench scale``) and the vectors fit ``memory_budget_bytes``;
-2. else ``hnsw`` (M=16, efConstruction=40, efSearch=:data:`HNSW_EF_SEARCH`) if vectors + graph fit;
-3. else ``ivf_flat`` (nlist = 4·√N, nprobe=:data:`IVF_NPROBE`) if the raw vectors fit;
-4. else ``ivf_pq`` (same cells, ``dim/8`` bytes per vector): the only kind whose memory does not
-   hold the raw vectors; its recall is below the others' (the scale benchmark reports it).
+   (``n × FLAT_NS_PER_VECTOR``, the CPU time per vector measured by ``rag bench scale``: exact
+   search is memory-bandwidth bound, ~160 ns per 384-d vector here) and the vectors fit
+   ``memory_budget_bytes``: about 62k vectors (12× the corpus);
+2. else ``ivf_flat`` with nlist = 4·√N and nprobe = :data:`IVF_NPROBE` while the raw vectors fit;
+3. else ``ivf_pq`` on the same cells with ``dim/8``-byte codes, the only kind whose memory does not
+   hold the raw vectors (its recall is far below 0.95 here; the benchmark reports it).
 
-The efSearch and nprobe values are the smallest on the benchmark grid that kept recall@10 ≥ 0.95
-against exact search at every measured size up to 100× the real corpus (about 520k MiniLM vectors,
-``outputs/bench/scale.json``); beyond the measured sizes they are an extrapolation.
+HNSW is not on the ladder, by measurement: with faiss's efConstruction=40 its recall@10 fell as
+the corpus grew (M=16, efSearch=64: 0.99 at 1×, 0.94 at 10×, 0.79 at 30×; efSearch=512 was needed
+for 0.95 at 30×), while IVF-Flat at nprobe=16 held 0.96-0.98 at every measured size with less
+memory per vector. HNSW remains available as an explicit setting (``DenseSettings(kind="hnsw")``).
+The nprobe is the smallest on the benchmark grid that kept recall@10 ≥ 0.95 at every measured size
+(``outputs/bench/scale.json``); beyond the measured sizes it is an extrapolation, and the vectors
+there are replicated copies of the real corpus (see :mod:`rag.bench.scale`).
 """
 
 from __future__ import annotations
@@ -27,13 +31,10 @@ from rag.errors import ConfigError
 from rag.index.dense import DenseSettings, effective_nlist
 
 #: one-thread CPU time of exact inner-product search per stored 384-d vector (ns), measured by
-#: ``rag bench scale`` (flat p50 CPU ms / n at the largest size); scales linearly with dim.
+#: ``rag bench scale`` (flat p50 CPU ms / n: 143-164 ns from 2× to 30×); scales linearly with dim.
 FLAT_NS_PER_VECTOR = 160.0
-#: HNSW graph parameters the rule uses (faiss's default efConstruction; M=16 halves the graph memory
-#: of M=32 for the same measured recall at efSearch below).
+#: HNSW graph size assumed by :func:`predicted_memory` (faiss's M=16 at level 0).
 HNSW_M = 16
-HNSW_EF_CONSTRUCTION = 40
-HNSW_EF_SEARCH = 64
 #: IVF cells scanned per query (nlist = 4·√N).
 IVF_NPROBE = 16
 #: bytes per stored float (faiss keeps float32).
@@ -109,25 +110,13 @@ def choose_index(
             f"within {latency_budget_ms:g} ms: keep the exact, deterministic index",
         )
     nlist = effective_nlist(n)
-    if mem["hnsw"] <= memory_budget_bytes:
-        return IndexChoice(
-            DenseSettings(
-                kind="hnsw",
-                m=HNSW_M,
-                ef_construction=HNSW_EF_CONSTRUCTION,
-                ef_search=HNSW_EF_SEARCH,
-            ),
-            mem["hnsw"],
-            f"exact search would take ~{flat_ms:.0f} ms/query; vectors + HNSW graph "
-            f"({mem['hnsw'] / 2**20:.0f} MB) fit {budget_mb:.0f} MB: HNSW, the fastest accurate "
-            "kind",
-        )
     if mem["ivf_flat"] <= memory_budget_bytes:
         return IndexChoice(
             DenseSettings(kind="ivf_flat", nlist=nlist, nprobe=IVF_NPROBE),
             mem["ivf_flat"],
-            f"the HNSW graph ({mem['hnsw'] / 2**20:.0f} MB) exceeds {budget_mb:.0f} MB but the raw "
-            f"vectors fit: IVF-Flat with nlist=4·√N={nlist}, nprobe={IVF_NPROBE}",
+            f"exact search of {n:,} vectors would take ~{flat_ms:.0f} ms/query and the raw vectors "
+            f"({mem['ivf_flat'] / 2**20:.0f} MB) fit {budget_mb:.0f} MB: IVF-Flat with "
+            f"nlist=4·√N={nlist}, nprobe={IVF_NPROBE}",
         )
     pq_m = dim // 8
     return IndexChoice(
