@@ -243,8 +243,13 @@ def stage_growth(data: dict[str, Any], paper_counts: Sequence[int] = (10, 25, 50
 
     parsed = [p for p in data["parsed"] if p.ok]
     chunks, emb = data["chunks"], data["embedder"]
-    pdfs = {p.arxiv_id: paths.cache_dir("pdfs") / f"{p.arxiv_id}.pdf" for p in data["papers"]}
+    folders = [paths.cache_dir("pdfs"), paths.default_mirror()]  # where ingest finds them
+    pdfs = {}
+    for paper in data["papers"]:
+        found = [f / f"{paper.arxiv_id}.pdf" for f in folders if f is not None]
+        pdfs[paper.arxiv_id] = next((f for f in found if f.exists()), found[0])
     out: dict[str, Any] = {"paper_counts": list(paper_counts), "stages": {}}
+    out["parse_missing_pdfs"] = sum(not f.exists() for f in pdfs.values())
     # parse: the PDF parser itself on the first 4, 8, 16 papers (cache bypassed): a full parse of
     # 100 costs minutes on a shared 2-core machine and the exponent needs only the shape
     parse_counts = [4, 8, 16]
