@@ -328,3 +328,7 @@ def test_traces_and_tradeoff_from_one_grade(ctx):
     assert rec["prompt_version"] == "support-extractive-v1"
     curve = tradeoff_curve(g, [0.0, 0.99])
     assert curve["n_answered"].tolist() == [1, 0] and curve["faithfulness"].tolist()[0] == 1.0
+    # the one answerable question: answered (F1 1.0) at 0, declined (F1 0, false rejection) at 0.99
+    assert curve["answer_f1"].tolist() == [1.0, 0.0]
+    assert curve["false_rejection"].tolist() == [0.0, 1.0]
+    assert curve["negative_rejection"].isna().all()

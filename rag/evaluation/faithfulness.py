@@ -315,21 +315,29 @@ def tradeoff_curve(grade: AnswererGrade, thresholds: Sequence[float]) -> pd.Data
     :class:`rag.answer.generate.GatedAnswerer`), one run gives every point: at threshold ``t``
     the answered questions are those with support >= t whose answer was scored, and
     faithfulness is their mean. Answers given below the gate (the extractive "No, ..." to a
-    yes/no question) are left out of every point, so the curve shows the gate alone.
-    Rows with no answered question have faithfulness ``None``.
+    yes/no question) are left out of every point, so the curve shows the gate alone. Beside
+    them: answer F1 (a question not answered at ``t`` scores 0, as a refusal does), negative
+    rejection and false rejection at each ``t``. Rows with no answered question have
+    faithfulness ``None``.
     """
     pq = grade.per_question
     on_all = pq["faithfulness"].notna() & (pq["support"].fillna(-1.0) >= 0)
+    answerable = pq["answerable"].astype("boolean")
     rows = []
     for t in thresholds:
         on = on_all & (pq["support"].fillna(-1.0) >= t)
         f = pq.loc[on, "faithfulness"].astype(float)
+        f1 = pq["answer_f1"].where(on, 0.0).where(pq["answer_f1"].notna())
+        neg, pos = ~answerable.fillna(True), answerable.fillna(False)
         rows.append(
             {
                 "threshold": float(t),
                 "answered_rate": float(on.mean()) if len(pq) else None,
                 "faithfulness": float(f.mean()) if len(f) else None,
                 "n_answered": int(on.sum()),
+                "answer_f1": float(f1.mean()) if f1.notna().any() else None,
+                "negative_rejection": float((~on[neg]).mean()) if neg.any() else None,
+                "false_rejection": float((~on[pos]).mean()) if pos.any() else None,
             }
         )
     return pd.DataFrame(rows)
