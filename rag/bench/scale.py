@@ -388,7 +388,7 @@ def bench_scale(
         "base_chunks": int(len(base)), "dim": int(base.shape[1]), "queries": int(len(qvecs)),
         "replication": "copies r>0: x + N(0, 0.02^2) per dim, re-normalised (rag.bench.index)",
         "dense": prev.get("dense", []), "bm25": prev.get("bm25", []),
-        **{k: prev[k] for k in ("stages", "ray") if k in prev},
+        **{k: prev[k] for k in ("stages", "ray", "date") if k in prev},
     }  # fmt: skip
     texts = [c.text for c in data["chunks"]]
     for scale in scales:
