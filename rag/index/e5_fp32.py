@@ -311,9 +311,14 @@ class E5Fp32Embedder:
         q4 = read_q4(src)
         self.tokenizer = E5Tokenizer(q4)
         cfg = BertConfig(**q4.config, hidden_act="gelu", pad_token_id=q4.special["pad"])
-        self.model = BertModel(cfg, add_pooling_layer=False)
+        try:  # skip the random init of 96M parameters that are overwritten next (~10 s here)
+            from transformers.initialization import no_init_weights
+        except ImportError:  # older transformers
+            from contextlib import nullcontext as no_init_weights
+        with no_init_weights():
+            self.model = BertModel(cfg, add_pooling_layer=False)
         missing, unexpected = self.model.load_state_dict(
-            load_file(str(_cached_weights(src))), strict=False
+            load_file(str(_cached_weights(src))), strict=False, assign=True
         )
         missing = [m for m in missing if not m.endswith("position_ids")]
         if missing or unexpected:
