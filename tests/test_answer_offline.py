@@ -92,6 +92,8 @@ def test_grammar_cites_only_the_given_sources_and_allows_the_refusal():
     assert f'refusal ::= "{REFUSAL}"' in g
     assert 'answer ::= sentence (" " sentence){0,2}' in g  # at most 3 sentences
     assert "yn-sentence" not in g.split("answer ::=")[1].splitlines()[0]
+    # a body is 3..20 words (first word + 2..19 more), then only the citation may follow
+    assert 'body ::= [A-Za-z0-9] wchar* (" " word){2,19}' in g
 
 
 def test_grammar_for_yes_no_and_closed_book():
@@ -103,7 +105,14 @@ def test_grammar_for_yes_no_and_closed_book():
 
 
 @pytest.mark.parametrize(
-    "kw", [{"max_sentences": 0}, {"max_citations": 9}, {"source_numbers": [0]}, {"refusal": " "}]
+    "kw",
+    [
+        {"max_sentences": 0},
+        {"max_citations": 9},
+        {"max_words": 2},
+        {"source_numbers": [0]},
+        {"refusal": " "},
+    ],
 )
 def test_grammar_bounds_are_config_errors(kw):
     args = {"source_numbers": [1], "refusal": REFUSAL} | kw

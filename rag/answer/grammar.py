@@ -7,11 +7,10 @@ question, a grammar whose language is exactly
 - :data:`rag.answer.generate.REFUSAL`-style refusal text (passed in), or
 - 1..``max_sentences`` sentences, each ``Body [n].`` / ``Body [n][m].`` where every ``n`` is one
   of the source numbers of *this* prompt (a model cannot cite a source it was not given), and the
-  body has no brackets, newlines or sentence-ending punctuation (a decimal point between digits
-  is allowed), so a sentence cannot hide a line break or an uncited sentence; the answer length
-  is bounded by the sentence count and the token budget. (Bounded repetitions such as
-  ``x{4,240}`` expand into hundreds of grammar rules and made llama.cpp's constrained sampling
-  several times slower here, so the body is unbounded.)
+  body is 3..``max_words`` words with no brackets, newlines or sentence-ending punctuation (a
+  decimal point between digits is allowed), so a sentence cannot hide a line break or an uncited
+  sentence, and a rambling one is closed with its citation instead of running uncited into the
+  token limit (gbnf-v1 had no word cap: SmolLM2 filled 96 tokens with one uncited sentence).
 
 With ``yes_no=True`` the first sentence must start with ``Yes, `` or ``No, ``. With no sources
 (closed book) sentences carry no citation. The grammar text is part of the LLM cache key (the
@@ -26,7 +25,7 @@ from collections.abc import Sequence
 from rag.errors import ConfigError
 
 #: Version of the grammar rules (also in the answerer's prompt version).
-GRAMMAR_VERSION = "gbnf-v1"
+GRAMMAR_VERSION = "gbnf-v2"  # v2: a sentence body holds at most max_words words
 
 
 def _literal(text: str) -> str:
@@ -40,6 +39,7 @@ def answer_grammar(
     refusal: str,
     max_sentences: int = 3,
     max_citations: int = 2,
+    max_words: int = 20,
     yes_no: bool = False,
 ) -> str:
     """GBNF text for one answer (see the module docstring).
@@ -49,6 +49,9 @@ def answer_grammar(
         refusal: the exact refusal sentence.
         max_sentences: at most this many sentences (1..5).
         max_citations: at most this many ``[n]`` markers per sentence (1..5).
+        max_words: at most this many words per sentence body (3..60): after them the grammar
+            allows only the citation, so a rambling sentence is closed and cited instead of
+            running into the token limit uncited.
         yes_no: the first sentence starts with "Yes, " or "No, ".
 
     Raises:
@@ -58,6 +61,8 @@ def answer_grammar(
         raise ConfigError(f"max_sentences={max_sentences}: use 1..5")
     if not 1 <= max_citations <= 5:
         raise ConfigError(f"max_citations={max_citations}: use 1..5")
+    if not 3 <= max_words <= 60:
+        raise ConfigError(f"max_words={max_words}: use 3..60")
     nums = sorted(set(source_numbers))
     if any(n < 1 for n in nums):
         raise ConfigError(f"source numbers {nums}: must all be >= 1")
@@ -72,9 +77,10 @@ def answer_grammar(
     lines.append(f"answer ::= {first} {more}".rstrip())
     # body: first character a letter or digit; then no brackets, newlines or end punctuation
     # except a period between digits (0.5); bounded length so one sentence cannot run on.
-    lines.append("body ::= [A-Za-z0-9] bodychar bodychar bodychar bodychar*")
-    lines.append(r'bodychar ::= [^\[\]\n\r.?!] | [0-9] "." [0-9]')
-    lines.append("ynbody ::= [a-z0-9A-Z] bodychar bodychar bodychar bodychar*")
+    lines.append(f'body ::= [A-Za-z0-9] wchar* (" " word){{2,{max_words - 1}}}')
+    lines.append(r'wchar ::= [^ \[\]\n\r.?!] | [0-9] "." [0-9]')
+    lines.append("word ::= wchar+")
+    lines.append(f'ynbody ::= word (" " word){{1,{max_words - 2}}}')
     if nums:
         lines.append("cite ::= " + " | ".join(_literal(f"[{n}]") for n in nums))
         lines.append(f'sentence ::= body " " cite{{1,{max_citations}}} "."')
