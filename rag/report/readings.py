@@ -284,8 +284,8 @@ def index_growth(growth: list[dict[str, Any]], query_backend: str | None, torch_
         f"*encoding* dominates at these sizes; BM25 goes from {first['bm25_p50_ms']:.2f} to "
         f"{last['bm25_p50_ms']:.2f} ms. HNSW recall@10 against exact search is "
         f"{first['hnsw_recall@10']:.4f} → {last['hnsw_recall@10']:.4f}. Memory while serving "
-        f"(our copy of the vectors plus faiss's): {first['dense_mem_mb']:.1f} → "
-        f"{last['dense_mem_mb']:.1f} MB — twice the vectors' own size in the build table above. "
+        f"(one copy of the vectors, held by faiss): {first['dense_mem_mb']:.1f} → "
+        f"{last['dense_mem_mb']:.1f} MB. "
         f"Queries are encoded with {query_backend or 'PyTorch'}"
         + (
             f" (PyTorch path: {float(torch_p50):.1f} ms p50)."
@@ -582,8 +582,9 @@ def judge_validation(jm: dict[str, Any], target: float = 0.75) -> Any:
         text += (
             f" Its weakness is the CONTRADICT row: {c.get('supported', 0)} of {n_c} claims that "
             f"contradict their source ({c.get('supported', 0) / n_c:.0%}) are labelled supported, "
-            "because the features measure alignment, not polarity. Every faithfulness number below "
-            "inherits this error rate."
+            "the judge sees word alignment plus a handful of contradiction cues (negation, "
+            "antonyms, direction words, numbers, comparatives), not meaning. Every faithfulness "
+            "number below inherits this error rate."
         )
     return _md(text)
 
