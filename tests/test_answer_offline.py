@@ -93,7 +93,8 @@ def test_grammar_cites_only_the_given_sources_and_allows_the_refusal():
     assert 'answer ::= sentence (" " sentence){0,2}' in g  # at most 3 sentences
     assert "yn-sentence" not in g.split("answer ::=")[1].splitlines()[0]
     # a body is 3..20 words (first word + 2..19 more), then only the citation may follow
-    assert 'body ::= [A-Za-z0-9] wchar* (" " word){2,19}' in g
+    assert 'body ::= [A-Za-z0-9] wchar{0,29} (" " word){2,19}' in g
+    assert "word ::= wchar{1,30}" in g
 
 
 def test_grammar_for_yes_no_and_closed_book():

@@ -7,10 +7,11 @@ question, a grammar whose language is exactly
 - :data:`rag.answer.generate.REFUSAL`-style refusal text (passed in), or
 - 1..``max_sentences`` sentences, each ``Body [n].`` / ``Body [n][m].`` where every ``n`` is one
   of the source numbers of *this* prompt (a model cannot cite a source it was not given), and the
-  body is 3..``max_words`` words with no brackets, newlines or sentence-ending punctuation (a
-  decimal point between digits is allowed), so a sentence cannot hide a line break or an uncited
-  sentence, and a rambling one is closed with its citation instead of running uncited into the
-  token limit (gbnf-v1 had no word cap: SmolLM2 filled 96 tokens with one uncited sentence).
+  body is 3..``max_words`` words of at most :data:`MAX_WORD_CHARS` characters, with no brackets,
+  newlines or sentence-ending punctuation (a decimal point between digits is allowed), so a
+  sentence cannot hide a line break or an uncited sentence, and a rambling one is closed with its
+  citation instead of running uncited into the token limit (gbnf-v1 had no word cap: SmolLM2
+  filled 96 tokens with one uncited sentence; v2 capped words, and it glued words together).
 
 With ``yes_no=True`` the first sentence must start with ``Yes, `` or ``No, ``. With no sources
 (closed book) sentences carry no citation. The grammar text is part of the LLM cache key (the
@@ -25,7 +26,12 @@ from collections.abc import Sequence
 from rag.errors import ConfigError
 
 #: Version of the grammar rules (also in the answerer's prompt version).
-GRAMMAR_VERSION = "gbnf-v2"  # v2: a sentence body holds at most max_words words
+GRAMMAR_VERSION = "gbnf-v3"  # v2: <= max_words words per body; v3: <= 30 characters per word
+
+
+#: Longest word a body may hold; without it the word cap was evaded by gluing words together
+#: ("lessthanofallthequeries...") until the token limit.
+MAX_WORD_CHARS = 30
 
 
 def _literal(text: str) -> str:
@@ -77,9 +83,10 @@ def answer_grammar(
     lines.append(f"answer ::= {first} {more}".rstrip())
     # body: first character a letter or digit; then no brackets, newlines or end punctuation
     # except a period between digits (0.5); bounded length so one sentence cannot run on.
-    lines.append(f'body ::= [A-Za-z0-9] wchar* (" " word){{2,{max_words - 1}}}')
+    first_word = f"[A-Za-z0-9] wchar{{0,{MAX_WORD_CHARS - 1}}}"
+    lines.append(f'body ::= {first_word} (" " word){{2,{max_words - 1}}}')
     lines.append(r'wchar ::= [^ \[\]\n\r.?!] | [0-9] "." [0-9]')
-    lines.append("word ::= wchar+")
+    lines.append(f"word ::= wchar{{1,{MAX_WORD_CHARS}}}")
     lines.append(f'ynbody ::= word (" " word){{1,{max_words - 2}}}')
     if nums:
         lines.append("cite ::= " + " | ".join(_literal(f"[{n}]") for n in nums))
