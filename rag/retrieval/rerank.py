@@ -88,9 +88,8 @@ class EmbedderReranker:
 
     Passage vectors go through :func:`rag.index.embed_cache.embed_texts` (disk cache keyed by
     embedder fingerprint and text hash) when that module is present, so a slow embedder such as
-    e5-small (~4.5 passages/s here) encodes each distinct passage once across queries and runs;
-    otherwise
-    they are memoised in memory.
+    e5-small (a few passages/s on 2 cores) encodes each distinct passage once across queries and
+    runs; otherwise they are memoised in memory.
     """
 
     def __init__(
