@@ -81,7 +81,6 @@ def init_ray(address: str | None = None) -> float:
     node timed out during startup"); a second attempt usually succeeds.
     """
     import ray
-    from tenacity import Retrying, stop_after_attempt, wait_fixed
 
     t0 = time.perf_counter()
     if ray.is_initialized():
@@ -92,10 +91,29 @@ def init_ray(address: str | None = None) -> float:
         kw["address"] = address
     else:
         kw.update(include_dashboard=False, object_store_memory=256 * 2**20)
+    start_ray(kw)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    return time.perf_counter() - t0
+
+
+def start_ray(kw: dict[str, Any]) -> None:
+    """``ray.init(**kw)``, retried; a local Ray (no ``address``) gets :data:`RAY_LOCAL_ENV` first.
+
+    The one place Ray is started, for the embedding job and for ``rag sweep --engine ray``: on a
+    busy machine the raylet can miss Ray's own 30 s start deadline ("The current node timed out
+    during startup"), and a second attempt usually succeeds.
+    """
+    import ray
+    from tenacity import Retrying, before_sleep_log, stop_after_attempt, wait_fixed
+
+    if "address" not in kw:
         for var, value in RAY_LOCAL_ENV.items():
             os.environ.setdefault(var, value)
     for attempt in Retrying(
-        stop=stop_after_attempt(RAY_INIT_ATTEMPTS), wait=wait_fixed(2), reraise=True
+        stop=stop_after_attempt(RAY_INIT_ATTEMPTS),
+        wait=wait_fixed(2),
+        before_sleep=before_sleep_log(logger, logging.WARNING),
+        reraise=True,
     ):
         with attempt:
             try:
@@ -103,8 +121,6 @@ def init_ray(address: str | None = None) -> float:
             except Exception:
                 ray.shutdown()
                 raise
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    return time.perf_counter() - t0
 
 
 def _pythonpath() -> list[str]:

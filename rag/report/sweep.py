@@ -33,11 +33,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tenacity import Retrying, before_sleep_log, stop_after_attempt, wait_fixed
 from tqdm.auto import tqdm
 
 from rag import paths
 from rag.errors import ConfigError, NotebookError
+from rag.index.ray_embed import start_ray
 from rag.report import profiles, publish, runner, sweep_config, sweep_page, sweep_results
 
 log = logging.getLogger(__name__)
@@ -46,12 +46,6 @@ ENGINES = ("local", "ray")
 #: Thread-count variables set for each cell's kernel to (CPU cores // workers), unless already set.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 MANIFEST = "manifest.json"
-#: Attempts at starting (or joining) Ray.
-RAY_INIT_ATTEMPTS = 3
-#: Set (unless already set) before starting a local Ray. On a loaded 2-core machine the raylet
-#: aborted after 15 s waiting for its dashboard agent's port file ("Timed out waiting for file
-#: .../metrics_agent_port_..."); the agent gets 2 minutes. No usage-stats report (offline).
-RAY_LOCAL_ENV = {"RAY_agent_register_timeout_ms": "120000", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def code_version(root: Path | None = None) -> str:
@@ -190,9 +184,7 @@ def _ray(
             kw["address"] = address
         else:  # a local Ray sized for the sweep, with a small object store (results are tiny)
             kw.update(num_cpus=workers, object_store_memory=100 * 1024**2)
-            for var, value in RAY_LOCAL_ENV.items():
-                os.environ.setdefault(var, value)
-        _ray_init(ray, kw)
+        start_ray(kw)
     remote = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(run_cell)
     try:
         pending: dict[Any, dict[str, Any]] = {}
@@ -208,23 +200,6 @@ def _ray(
     finally:
         if started:
             ray.shutdown()
-
-
-def _ray_init(ray: Any, kw: dict[str, Any]) -> None:
-    """``ray.init``, retried: on a loaded machine the raylet can miss Ray's own 30 s start deadline
-    ("The current node timed out during startup"), and a second try usually succeeds."""
-    for attempt in Retrying(
-        stop=stop_after_attempt(RAY_INIT_ATTEMPTS),
-        wait=wait_fixed(2),
-        before_sleep=before_sleep_log(log, logging.WARNING),
-        reraise=True,
-    ):
-        with attempt:
-            try:
-                ray.init(**kw)
-            except Exception:
-                ray.shutdown()
-                raise
 
 
 def _result(task: dict[str, Any], get: Callable[[], dict[str, Any]]) -> dict[str, Any]:
