@@ -39,6 +39,7 @@ from rag import paths
 from rag.errors import ConfigError, NotebookError
 from rag.index.ray_embed import start_ray
 from rag.report import profiles, publish, runner, sweep_config, sweep_page, sweep_results
+from rag.report.fingerprint import code_version  # the report runner keys its notebooks on it too
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +47,6 @@ ENGINES = ("local", "ray")
 #: Thread-count variables set for each cell's kernel to (CPU cores // workers), unless already set.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 MANIFEST = "manifest.json"
-
-
-def code_version(root: Path | None = None) -> str:
-    """sha256 over every ``rag/**/*.py`` (path and content): any code change re-runs the cells.
-
-    Uncommitted edits count too: they are what the kernels import.
-    """
-    root = root or paths.project_root() / "rag"
-    h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
 
 
 def _file_hash(path: Path) -> str:
