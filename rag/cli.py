@@ -16,7 +16,7 @@ from rag.errors import RagError
 def _cmd_report(args: argparse.Namespace) -> int:
     from rag.report.runner import run_report
 
-    run_report(args.profile, only=args.only or None, strict=args.strict)
+    run_report(args.profile, only=args.only or None, strict=args.strict, force=args.force)
     print(f"report: outputs/{args.profile}/index.html")
     return 0
 
@@ -118,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--only", nargs="*", help="notebook stems or NN prefixes to run (default: all)")
     r.add_argument(
         "--strict", action="store_true", help="refuse, rather than scrub, leaks in outputs"
+    )
+    r.add_argument(
+        "--force",
+        action="store_true",
+        help="execute every notebook, even one whose inputs are unchanged since its outputs",
     )
     r.set_defaults(func=_cmd_report)
 

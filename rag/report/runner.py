@@ -13,6 +13,13 @@ Layout of one run (``outputs/<profile>/``)::
 A failed notebook is still rendered with its error cell, and the runner stops with a
 :class:`~rag.errors.NotebookError` naming the notebook and the cell. Every rendered file passes
 through :mod:`rag.report.publish` before it is written.
+
+Like make, a re-run skips a notebook whose inputs are unchanged since the run that produced its
+outputs: its record in ``run.json`` says ``ok`` under the same key (:mod:`rag.report.fingerprint`:
+parameters, notebook, code, data, packages, which API keys are set, the upstream notebook's key,
+the cache's identity) and its files are all there. The kept record (with the wall time of the run
+that produced it) is marked ``reused``. ``force=True`` (``rag report --force``) executes all, and
+notebooks named by ``only`` always execute.
 """
 
 from __future__ import annotations
@@ -25,14 +32,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from rag import paths
 from rag.errors import ConfigError, NotebookError
-from rag.report import index_page, profiles, publish, quiet, render
+from rag.report import fingerprint, index_page, profiles, publish, quiet, render
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +85,12 @@ class NotebookRun:
     wall_s: float = 0.0
     parameters: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    #: sha256 of everything the outputs depend on (rag.report.fingerprint); "" when not keyed
+    key: str = ""
+    #: True when this run kept the outputs of an earlier run (same key), without executing
+    reused: bool = False
+    #: when the execution that produced these outputs started (UTC)
+    executed_utc: str = ""
 
 
 def ensure_kernel() -> str:
@@ -213,14 +226,21 @@ def run_report(
     *,
     only: list[str] | None = None,
     strict: bool = False,
+    force: bool = False,
     output_root: str = "outputs",
 ) -> list[NotebookRun]:
     """Execute and render the notebooks of ``profile``; return one record per notebook.
 
+    A notebook whose inputs are unchanged since the run that produced its outputs is kept, not
+    executed (see the module docstring); ``run.json`` is rewritten after every notebook, so an
+    interrupted run keeps what it finished.
+
     Args:
         profile: a ``params/<profile>.yaml`` name.
         only: notebook stems (or their ``NN`` prefixes) to run; the default runs all, in order.
+            Selected notebooks always execute.
         strict: refuse to publish (raise) instead of scrubbing secrets or local paths.
+        force: execute every selected notebook, even one whose outputs are up to date.
         output_root: folder (relative to the project root) that receives ``<profile>/``.
 
     Raises:
@@ -239,29 +259,54 @@ def run_report(
     kernel = ensure_kernel()
     os.environ.update(KERNEL_ENV)
 
-    selected = [
-        nb
-        for nb in profiles.notebook_paths()
-        if not only or any(nb.stem == o or nb.stem.startswith(f"{o}_") for o in only)
-    ]
+    previous, previous_started = _read_previous(out)
+    inputs = fingerprint.run_inputs(package_versions())
     runs: list[NotebookRun] = []
     scrubbed = publish.ScrubReport()
     failure: str | None = None
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for nb in selected:
-        rec = NotebookRun(name=nb.stem, parameters=all_params[nb.stem])
+    started = _utc_now()
+
+    def save(*running: NotebookRun) -> list[NotebookRun]:
+        listed = _merge_previous(previous, [*runs, *running]) if only else [*runs, *running]
+        _write_run_json(out, profile, listed, scrubbed, started)
+        publish.scrub_file(out / "run.json", strict=strict)  # counted once, at the end
+        return listed
+
+    upstream = ""  # the key of the notebook before, so a change upstream re-runs downstream
+    for nb in profiles.notebook_paths():
+        selected = not only or any(nb.stem == o or nb.stem.startswith(f"{o}_") for o in only)
+        if not selected:  # its outputs on disk are what the next notebook reads
+            upstream = previous[nb.stem].key if nb.stem in previous else ""
+            continue
+        key = upstream = fingerprint.notebook_key(inputs, all_params[nb.stem], nb, upstream)
+        old = previous.get(nb.stem)
+        why = "--force" if force else "--only" if only else _why_execute(out, old, key)
+        if why is None and old is not None:
+            runs.append(replace(old, reused=True))
+            since = old.executed_utc or previous_started
+            print(
+                f"[runner] {nb.stem}: unchanged since {since}, kept (rag report --force "
+                "re-executes)",
+                flush=True,
+            )
+            continue
+        rec = NotebookRun(
+            name=nb.stem, parameters=all_params[nb.stem], key=key, executed_utc=_utc_now()
+        )
+        # on disk as running until it ends: an interrupted execution is never taken as done
+        save(replace(rec, status="running"))
         runs.append(rec)
         dst = out / f"{nb.stem}.ipynb"
         log.info("running %s", nb.name)
-        print(f"[runner] {nb.stem}: executing with profile '{profile}'", flush=True)
+        print(f"[runner] {nb.stem}: executing with profile '{profile}' ({why})", flush=True)
         execute_and_render(nb, dst, rec, kernel, strict=strict, scrubbed=scrubbed)
         failure = rec.error
         print(f"[runner] {nb.stem}: {rec.status} in {rec.wall_s:.1f}s", flush=True)
+        save()
         if failure:
             break
 
-    listed = _merge_previous(out, runs) if only else runs
-    _write_run_json(out, profile, listed, scrubbed, started)
+    listed = save()
     index_page.write_index(out, profile, listed)
     for f in (out / "run.json", out / "index.html"):
         scrubbed.merge(publish.scrub_file(f, strict=strict))
@@ -272,19 +317,57 @@ def run_report(
     return runs
 
 
-def _merge_previous(out: Path, runs: list[NotebookRun]) -> list[NotebookRun]:
-    """With ``--only``, keep the other notebooks' records from the previous run.json, in order."""
-    previous: dict[str, NotebookRun] = {}
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def output_files(out: Path, stem: str) -> list[Path]:
+    """The files a notebook's run must have left for its outputs to be kept."""
+    return [
+        out / f"{stem}.ipynb",
+        out / f"{stem}.html",
+        out / f"{stem}.code.html",
+        out / stem / "metrics.json",
+    ]
+
+
+def _why_execute(out: Path, old: NotebookRun | None, key: str) -> str | None:
+    """Why a notebook must execute, or None when its previous outputs can be kept."""
+    if old is None:
+        return "no earlier run"
+    if old.status != "ok":
+        return f"last run {old.status}"
+    if old.key != key:
+        return "inputs changed" if old.key else "earlier run not keyed"
+    missing = [f for f in output_files(out, old.name) if not f.exists()]
+    if missing:
+        return f"{missing[0].relative_to(out).as_posix()} missing"
+    return None
+
+
+def _read_previous(out: Path) -> tuple[dict[str, NotebookRun], str]:
+    """The records of the previous ``run.json`` by notebook, and when that run started."""
     path = out / "run.json"
-    if path.exists():
-        try:
-            for rec in json.loads(path.read_text(encoding="utf-8")).get("notebooks", []):
-                previous[rec["name"]] = NotebookRun(**rec)
-        except (json.JSONDecodeError, TypeError, KeyError):
-            log.warning("ignoring unreadable %s", path)
-    previous.update({r.name: r for r in runs})
+    if not path.exists():
+        return {}, ""
+    known = {f.name for f in fields(NotebookRun)}
+    try:
+        run = json.loads(path.read_text(encoding="utf-8"))
+        records = {
+            rec["name"]: NotebookRun(**{k: v for k, v in rec.items() if k in known})
+            for rec in run.get("notebooks", [])
+        }
+    except (json.JSONDecodeError, TypeError, KeyError, AttributeError):
+        log.warning("ignoring unreadable %s: every notebook executes", path)
+        return {}, ""
+    return records, str(run.get("started_utc", ""))
+
+
+def _merge_previous(previous: dict[str, NotebookRun], runs: list[NotebookRun]) -> list[NotebookRun]:
+    """With ``--only``, keep the other notebooks' records from the previous run.json, in order."""
+    merged = {**previous, **{r.name: r for r in runs}}
     order = [nb.stem for nb in profiles.notebook_paths()]
-    return [previous[n] for n in order if n in previous]
+    return [merged[n] for n in order if n in merged]
 
 
 def _write_run_json(
