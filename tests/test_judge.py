@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import SecretStr
 
-from rag.errors import JudgeError
+from rag.errors import ConfigError, JudgeError
 from rag.evaluation.citations import faithfulness, faithfulness_metrics
 from rag.evaluation.judge_validation import balanced_accuracy, validate_judge
 from rag.judge import Verdict
@@ -168,6 +168,30 @@ def test_offline_judge_trains_persists_and_reloads(tmp_path, tmp_cache, monkeypa
     )
     assert j.status == "scored" and len(j.claims) == 2
     assert faithfulness(j) == 0.5
+
+
+def test_a_limited_judge_fits_on_whole_claims_under_its_own_key(tmp_path, tmp_cache):
+    from rag.judge import offline
+
+    rows = offline.read_pairs(_train_file(tmp_path))
+    assert [r["claim_id"] for r in rows[:5]] == ["s0", "s0", "c0", "s1", "s1"]
+    assert len(offline.first_claims(rows, 1)) == 2  # s0 kept whole
+    assert len(offline.first_claims(rows, 3)) == 3  # the cut falls between claims
+    assert len(offline.first_claims(rows, 4)) == 5  # s1 kept whole
+    assert offline.first_claims(rows, 0) == rows and offline.first_claims(rows, 10**6) == rows
+
+    settings = offline.OfflineJudgeSettings(
+        train_path=str(_train_file(tmp_path)), logreg_c=(1.0,), cv_folds=2, cv_groups="claim"
+    )
+    limited = settings.model_copy(update={"train_limit": 9})
+    full = offline.OfflineJudge(settings, embedder=BowEmbedder())
+    small = offline.OfflineJudge(limited, embedder=BowEmbedder())
+    assert full.fitted.meta["n_train"] == len(rows)
+    assert small.fitted.meta["n_train"] == 9
+    assert small.fitted.meta["key"] != full.fitted.meta["key"]
+    assert len(list((tmp_cache / "judge").glob("offline-*.pkl"))) == 2
+    with pytest.raises(ConfigError, match="train_limit"):
+        offline.make_offline_judge("offline-v1", embedder=BowEmbedder(), train_limit=-5)
 
 
 def test_offline_judge_retrains_byte_identically(tmp_path, monkeypatch):

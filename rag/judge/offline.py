@@ -99,6 +99,13 @@ class OfflineJudgeSettings(BaseModel):
         min_length=1,
         description="Inverse regularisation strengths tried.",
     )
+    train_limit: int = Field(
+        0,
+        ge=0,
+        description="Fit on the first N training pairs, extended to whole claims (0: all 919). "
+        "For the smoke profile, so a fresh clone's test run does not fit the full judge; a "
+        "limited judge is a different artifact and says so in its name.",
+    )
     cv_folds: int = Field(5, ge=2, le=10, description="Grouped CV folds on train.")
     seed: int = Field(0, ge=0, description="Seed for gradient boosting and fold shuffling.")
     max_sentences: int = Field(200, ge=1, le=5000, description="Context sentences considered.")
@@ -152,6 +159,19 @@ def read_pairs(path: Path) -> list[dict]:
             except (json.JSONDecodeError, KeyError) as e:
                 raise ConfigError(f"{paths.display(path)} line {n} is not a judge pair: {e}") from e
     return rows
+
+
+def first_claims(rows: list[dict], limit: int) -> list[dict]:
+    """The first ``limit`` rows, extended to the end of the last claim's rows (0: all rows).
+
+    Whole claims keep the grouped CV honest: a claim never has pairs on both sides of the cut.
+    """
+    if limit <= 0 or limit >= len(rows):
+        return rows
+    end = limit
+    while end < len(rows) and rows[end]["claim_id"] == rows[limit - 1]["claim_id"]:
+        end += 1
+    return rows[:end]
 
 
 def feature_names(version: JudgeVersion) -> tuple[str, ...]:
@@ -389,8 +409,12 @@ def artifact_key(
         FEATURE_VERSION,
         embedder_fingerprint,
         CONTRAST_VERSION if settings.version == "offline-v2" else "",
-        settings.model_dump_json(exclude={"threshold", "batch_size", "strict_numbers"}),
+        settings.model_dump_json(
+            exclude={"threshold", "batch_size", "strict_numbers", "train_limit"}
+        ),
         json.dumps(_versions(), sort_keys=True),
+        # only a limited judge adds this part, so the full judge keeps its earlier key
+        *([f"train_limit={settings.train_limit}"] if settings.train_limit else []),
     ):
         h.update(part.encode() + b"\0")
     h.update(hashlib.sha256(train_bytes).digest())
@@ -424,7 +448,7 @@ class OfflineJudge:
 
     def _load_or_fit(self) -> FittedJudge:
         train = self._train_path()
-        rows = read_pairs(train)
+        rows = first_claims(read_pairs(train), self.settings.train_limit)
         key = artifact_key(train.read_bytes(), self.embedder.fingerprint, self.settings)
         store = paths.cache_dir("judge") / f"offline-{key}.pkl"
         if store.exists():
@@ -527,15 +551,25 @@ JUDGES: dict[str, OfflineJudgeSettings] = {
 DEFAULT_JUDGE = "offline-v2"
 
 
-def make_offline_judge(name: str = DEFAULT_JUDGE, embedder: Embedder | None = None) -> OfflineJudge:
+def make_offline_judge(
+    name: str = DEFAULT_JUDGE, embedder: Embedder | None = None, train_limit: int = 0
+) -> OfflineJudge:
     """The offline judge called ``name`` (a key of :data:`JUDGES`), loaded or trained once.
+
+    ``train_limit`` > 0 fits it on the first that many SciFact train pairs (whole claims): the
+    smoke profile's cheaper judge, never the published one.
 
     Raises:
         ConfigError: unknown name (the message lists the known ones).
     """
     if name not in JUDGES:
         raise ConfigError(f"unknown offline judge {name!r}; known: {sorted(JUDGES)}")
-    return OfflineJudge(JUDGES[name], embedder=embedder)
+    if train_limit < 0:
+        raise ConfigError(f"train_limit must be >= 0 (0: all pairs), got {train_limit}")
+    settings = JUDGES[name]
+    if train_limit:
+        settings = settings.model_copy(update={"train_limit": train_limit})
+    return OfflineJudge(settings, embedder=embedder)
 
 
 __all__ = [
@@ -549,6 +583,7 @@ __all__ = [
     "featurize",
     "cv_groups",
     "feature_names",
+    "first_claims",
     "fit_judge",
     "make_offline_judge",
     "read_pairs",
