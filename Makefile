@@ -5,7 +5,7 @@ PROFILE ?= default
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup report test test-slow bench bench-scale bench-rerank bench-report ict lab lint check-params clean-smoke
+.PHONY: setup report test test-slow bench bench-scale bench-sweep bench-rerank bench-report ict lab lint check-params clean-smoke
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,9 @@ bench: setup  ## throughput and latency benchmarks (not tests)
 
 bench-scale: setup  ## dense index kinds + BM25 + stage growth at 1x..100x the corpus -> outputs/bench/scale.json (heavy: ~1 h on 2 busy cores; resumes by size)
 	nice -n 10 $(BIN)/rag bench scale
+
+bench-sweep: setup  ## a 6-cell sweep of notebook 04 (smoke) serially vs 2 workers, warm caches -> outputs/bench/sweep_speed.json (~15 min; quiet machine)
+	$(BIN)/python -m rag.bench.sweep_speed
 
 bench-rerank: setup  ## offline rerankers vs hybrid on SciFact + corpus gold, with CIs (slow: e5 ~4 passages/s, cached)
 	$(BIN)/python -m rag.bench.rerank
