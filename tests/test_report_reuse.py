@@ -159,14 +159,25 @@ def test_only_always_executes_and_keeps_the_other_records(cached):
     assert _run(cached)[1] == []
 
 
-def test_an_interrupted_execution_is_not_taken_as_done(cached):
-    """run.json says ``running`` while a notebook executes; a killed run leaves it so."""
-    out = _chain(cached, STEMS[:2])
+def test_an_interrupted_run_resumes_where_it_stopped(cached, monkeypatch):
+    """run.json is saved after every notebook and says ``running`` while one executes."""
+    out = _chain(cached)
     _run(cached)
-    data = json.loads((out / "run.json").read_text())
-    data["notebooks"][1]["status"] = "running"
-    (out / "run.json").write_text(json.dumps(data))
-    assert _run(cached)[1] == ["02_b"]
+    real = runner.execute_and_render
+
+    def ctrl_c_in_02(nb, *args, **kwargs):
+        if nb.stem == "02_b":
+            raise KeyboardInterrupt
+        return real(nb, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "execute_and_render", ctrl_c_in_02)
+    with pytest.raises(KeyboardInterrupt):
+        _run(cached, force=True)
+    rec = _records(out)
+    assert [rec[s]["status"] for s in STEMS] == ["ok", "running", "ok"]
+    monkeypatch.setattr(runner, "execute_and_render", real)
+    runs, executed = _run(cached)
+    assert executed == ["02_b"] and [r.reused for r in runs] == [True, False, True]
 
 
 # -- the fingerprint itself (no kernels) ----------------------------------------------------

@@ -266,8 +266,11 @@ def run_report(
     failure: str | None = None
     started = _utc_now()
 
-    def save(*running: NotebookRun) -> list[NotebookRun]:
-        listed = _merge_previous(previous, [*runs, *running]) if only else [*runs, *running]
+    def save(*running: NotebookRun, final: bool = False) -> list[NotebookRun]:
+        # while running, the records not reached yet stay (an interrupted run resumes); a full
+        # run that is over lists only what it reached
+        merge = only or not final
+        listed = _merge_previous(previous, [*runs, *running]) if merge else [*runs, *running]
         _write_run_json(out, profile, listed, scrubbed, started)
         publish.scrub_file(out / "run.json", strict=strict)  # counted once, at the end
         return listed
@@ -306,7 +309,7 @@ def run_report(
         if failure:
             break
 
-    listed = save()
+    listed = save(final=True)
     index_page.write_index(out, profile, listed)
     for f in (out / "run.json", out / "index.html"):
         scrubbed.merge(publish.scrub_file(f, strict=strict))
