@@ -65,6 +65,8 @@ def stages_table(res: dict[str, Any]) -> pd.DataFrame:
                 "papers measured": v["papers"],
                 "seconds": v["seconds"],
                 "growth exponent": v["exponent"],
+                "work measured": f"{v['work']} {v['work_unit']}" if "work" in v else "",
+                "exponent vs work": v.get("exponent_vs_work"),
                 "predicted s at 10k papers": v["predicted_10k_papers_s"],
             }
             for k, v in st.items()
@@ -124,6 +126,11 @@ def scale_summary(res: dict[str, Any]) -> dict[str, Any]:
         "sizes": sorted({r["n"] for r in res.get("dense", [])}),
         "date": res.get("date"), "machine": res.get("machine"), "command": res.get("command"),
         "growth_exponents": {k: v["exponent"] for k, v in st.items()},
+        "work_exponents": {
+            f"{k} ({v['work_unit']})": v["exponent_vs_work"]
+            for k, v in st.items()
+            if "exponent_vs_work" in v
+        },
         "ray": res.get("ray"),
     }  # fmt: skip
     if chosen:
@@ -172,8 +179,20 @@ def scale_reading(res: dict[str, Any]) -> Any:
     if ex:
         over = [k for k, v in ex.items() if v > GROWTH_TARGET]
         parts.append(
-            "Growth exponents (time ∝ size^b): "
+            "Growth exponents against papers (time ∝ papers^b): "
             + ", ".join(f"{k} {v:.2f}" for k, v in ex.items())
+            + (
+                f"; above {GROWTH_TARGET}: {', '.join(over)}."
+                if over
+                else f"; all ≤ {GROWTH_TARGET}."
+            )
+        )
+    wx = s.get("work_exponents", {})
+    if wx:
+        over = [k for k, v in wx.items() if v > GROWTH_TARGET]
+        parts.append(
+            "Against the work each stage does (first-N-paper subsets differ in length): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in wx.items())
             + (
                 f"; above {GROWTH_TARGET}: {', '.join(over)}."
                 if over
