@@ -2,6 +2,8 @@
 PY      ?= python3
 VENV    ?= .venv
 PROFILE ?= default
+# extra `rag report` flags, e.g. make report REPORT_ARGS=--force
+REPORT_ARGS ?=
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
@@ -15,7 +17,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)  ## create .venv and install the project (CPU torch, offline models)
 
 report: setup  ## run all notebooks on PROFILE (default: default) and render outputs/PROFILE/index.html
-	$(BIN)/rag report --profile $(PROFILE)
+	$(BIN)/rag report --profile $(PROFILE) $(REPORT_ARGS)
 
 test: setup  ## the offline test suite, smoke-profile notebooks included (what CI runs)
 	$(BIN)/python -m pytest
