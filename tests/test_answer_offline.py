@@ -101,6 +101,7 @@ def test_grammar_for_yes_no_and_closed_book():
     g = answer_grammar([1], refusal=REFUSAL, yes_no=True, max_sentences=1)
     assert "answer ::= yn-sentence\n" in g
     assert '("Yes, " | "No, ")' in g
+    assert g.startswith("root ::= answer\n") and REFUSAL not in g  # gbnf-v4: no refusal branch
     closed = answer_grammar([], refusal=REFUSAL)
     assert "cite" not in closed and 'sentence ::= body "."' in closed
 

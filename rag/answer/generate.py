@@ -1,9 +1,9 @@
 """Grounded generation: numbered sources in, an answer citing them as ``[n]`` out.
 
 Why this module is long: it holds the one :class:`Answer` record and every answerer that makes
-one (extractive by BM25, extractive by judge support, LLM free / grammar-constrained / closed
-book, the decline gate and the post-hoc attribution filter), so they share one interface and
-one parser and a notebook A/B swaps only the answerer.
+one (extractive by BM25, extractive by judge support, LLM free / grammar-constrained /
+quote-constrained / closed book, the decline gate and the post-hoc attribution filter), so they
+share one interface and one parser and a notebook A/B swaps only the answerer.
 
 Two parts here, each explicit and measurable (context assembly, the part before them, is
 :mod:`rag.answer.context`):
@@ -23,6 +23,7 @@ import logging
 import math
 import re
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -34,13 +35,14 @@ from tqdm.auto import tqdm
 
 from rag.answer.claims import parse_answer, parse_citations, split_sentences
 from rag.answer.context import Context
-from rag.answer.grammar import GRAMMAR_VERSION, answer_grammar
+from rag.answer.grammar import GRAMMAR_VERSION, QUOTE_GRAMMAR_VERSION, answer_grammar, quote_grammar
 from rag.answer.questions import declarative_form, is_yes_no_question
 from rag.answer.support import Span, judge_pairs, support_spans
 from rag.errors import ConfigError, LLMError
 from rag.index.bm25 import Tokenizer, TokenizerSettings
 from rag.ir import EmbedderLike
 from rag.llm.base import ChatModel, Message
+from rag.text.sentences import split_sentences as split_text
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ logger = logging.getLogger(__name__)
 PROMPT_VERSION = "grounded-v1"
 #: The same prompt decoded under the answer grammar (:mod:`rag.answer.grammar`).
 CONSTRAINED_VERSION = f"{PROMPT_VERSION}+{GRAMMAR_VERSION}"
+#: The same prompt decoded under the quote grammar (:func:`rag.answer.grammar.quote_grammar`).
+QUOTE_VERSION = f"{PROMPT_VERSION}+{QUOTE_GRAMMAR_VERSION}"
 #: Version of the closed-book prompt (no sources).
 CLOSED_BOOK_VERSION = "closed-book-v1"
 #: Version of the support-based extractive answerer's rules.
@@ -285,7 +289,8 @@ class LLMAnswerer:
         name: answerer name (default: the model's name).
         constrained: decode under :func:`rag.answer.grammar.answer_grammar` (1..3 sentences, each
             ending in citations of this prompt's sources, or :data:`REFUSAL`; "Yes, "/"No, "
-            first for a yes/no question by :func:`rag.answer.questions.is_yes_no_question`).
+            first and no refusal for a yes/no question by
+            :func:`rag.answer.questions.is_yes_no_question`, gbnf-v4).
             Needs a model whose backend supports grammars (the local llama.cpp engine).
         closed_book: answer with no sources at all (the closed-book baseline).
         repeat_penalty: llama.cpp repeat penalty for constrained decoding.
@@ -355,6 +360,210 @@ class LLMAnswerer:
             latency_s=c.latency_s,
             cached=c.cached,
             prompt_version=self.prompt_version,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """One source sentence the quote grammar may copy: ``text [n].``.
+
+    Attributes:
+        text: the sentence, whitespace folded, the paper's own ``[12]`` markers and its final
+            punctuation removed; cut after ``max_words`` words and ended with " …" when longer.
+        truncated: whether the sentence was cut.
+    """
+
+    n: int
+    text: str
+    truncated: bool = False
+
+
+_SENTENCE_END = " .!?;:,"
+#: A whole sentence ends in "." or "!" (closing quotes/brackets allowed): a chunk cut mid-sentence,
+#: a heading or a table row does not, and a question is no answer.
+_COMPLETE = re.compile(r"[.!][\"'”’)\]]*$")
+
+
+def _opens_sentence(text: str) -> bool:
+    """Whether ``text`` starts with a capital letter (after an opening quote or bracket): a
+    lowercase start is the tail of a sentence cut by chunking, and a digit start is nearly always
+    a section number glued to the next sentence ("1 Introduction Learning ...") or a table row."""
+    first = text.lstrip("\"'“‘([")[:1]
+    return first.isalpha() and first.isupper()
+
+
+def _printable(text: str) -> str:
+    """Control characters become spaces; format characters (soft hyphen, zero-width space)
+    and lone surrogates are dropped; whitespace is folded."""
+    keep = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if cat == "Cc":
+            keep.append(" ")
+        elif cat not in ("Cf", "Cs"):
+            keep.append(ch)
+    return " ".join("".join(keep).split())
+
+
+def quote_candidates(
+    context: Context, *, max_words: int = 30, min_words: int = 4, max_quotes: int = 60
+) -> tuple[list[Quote], dict[str, int]]:
+    """The sentences of a context's sources that :class:`QuoteAnswerer`'s grammar offers.
+
+    Every source is cut by the package's sentence splitter (:mod:`rag.text.sentences`); a
+    sentence is offered when, without the paper's bracket citations, it is whole (starts with a
+    capital letter and ends in "." or "!", see :func:`_opens_sentence`), has at
+    least ``min_words`` words, and ``<text> [n].`` parses back as one sentence citing ``n`` with
+    at least one claim (so every alternative is an answer the metrics read as cited and
+    answered, never as a refusal). Longer than ``max_words`` words: cut at a word boundary and
+    marked " …". The same text in two sources is offered once (the first source). At most
+    ``max_quotes`` sentences, in prompt order.
+
+    Returns:
+        The quotes and counts ``{"sentences", "offered", "truncated", "over_cap"}`` for the trace.
+    """
+    out: list[Quote] = []
+    seen: set[str] = set()
+    n_sent = n_trunc = n_over = 0
+    for src in context.sources:
+        for raw in split_text(_printable(src.text)):
+            n_sent += 1
+            clean, _ = parse_citations(raw)
+            if not _COMPLETE.search(clean) or not _opens_sentence(clean):
+                continue
+            body = clean.rstrip(_SENTENCE_END)
+            words = body.split()
+            if len(words) < min_words:
+                continue
+            cut = len(words) > max_words
+            if cut:
+                body = " ".join(words[:max_words]).rstrip(_SENTENCE_END) + " …"
+            key = body.lower()
+            if key in seen:
+                continue
+            parsed = parse_answer(f"{body} [{src.n}].").sentences
+            if len(parsed) != 1 or parsed[0].citations != (src.n,) or not parsed[0].claims:
+                continue
+            if len(out) == max_quotes:
+                n_over += 1
+                continue
+            seen.add(key)
+            n_trunc += cut
+            out.append(Quote(src.n, body, cut))
+    counts = {"sentences": n_sent, "offered": len(out), "truncated": n_trunc, "over_cap": n_over}
+    return out, counts
+
+
+class QuoteAnswerer:
+    """A chat model that may only answer with verbatim source sentences, each cited.
+
+    The grounded prompt (:data:`PROMPT_VERSION`) is decoded under
+    :func:`rag.answer.grammar.quote_grammar` over :func:`quote_candidates`: the answer is the
+    refusal or 1..``max_sentences`` source sentences in prompt order, each followed by the
+    number of the source it was copied from; for a yes/no question it starts "Yes, " or "No, "
+    and cannot refuse. The model's only choices are *which* sentences (and Yes/No, and whether to
+    refuse): it cannot write a word of its own.
+
+    What its numbers mean: citation support and faithfulness are high **by construction** (each
+    sentence is a verbatim quote, apart from the paper's own citation markers and a " …" cut,
+    of the one source it cites), so they measure the judge on verbatim text more than the model.
+    The row's informative numbers are the answered rate, negative rejection, answer F1 and
+    boolean accuracy: did the model pick sentences that answer, decline when nothing does, and
+    say Yes/No correctly.
+
+    Args:
+        chat_model: an injected :class:`~rag.llm.base.ChatModel` whose backend supports grammars.
+        max_sentences: quotes per answer (1..5).
+        max_words: longer sentences are cut at a word boundary after this many words (5..80).
+        min_words: shorter sentences are not offered (1..20).
+        max_quotes: at most this many sentences offered per question, in prompt order (1..200).
+        repeat_penalty: llama.cpp repeat penalty; 1.0 (none) by default, since the grammar
+            cannot repeat a sentence and a penalty would only push the choice away from words
+            the question and sources share.
+        name: answerer name.
+
+    The token budget is the longest answer the grammar allows, in UTF-8 bytes (a token holds at
+    least one byte), so a quote is never cut by the token limit.
+    """
+
+    def __init__(
+        self,
+        chat_model: ChatModel,
+        *,
+        max_sentences: int = 2,
+        max_words: int = 30,
+        min_words: int = 4,
+        max_quotes: int = 60,
+        repeat_penalty: float = 1.0,
+        name: str = "local+quote",
+    ) -> None:
+        if not 1 <= max_sentences <= 5:
+            raise ConfigError(f"max_sentences={max_sentences}: use 1..5")
+        if not 5 <= max_words <= 80:
+            raise ConfigError(f"max_words={max_words}: use 5..80")
+        if not 1 <= min_words <= 20:
+            raise ConfigError(f"min_words={min_words}: use 1..20")
+        if not 1 <= max_quotes <= 200:
+            raise ConfigError(f"max_quotes={max_quotes}: use 1..200")
+        if not 1.0 <= repeat_penalty <= 2.0:
+            raise ConfigError(f"repeat_penalty={repeat_penalty}: use 1.0..2.0")
+        self.chat_model = chat_model
+        self.max_sentences = max_sentences
+        self.max_words = max_words
+        self.min_words = min_words
+        self.max_quotes = max_quotes
+        self.repeat_penalty = repeat_penalty
+        self.name = name
+        self.prompt_version = QUOTE_VERSION
+
+    def _budget(self, quotes: list[Quote], yes_no: bool) -> int:
+        longest = sorted((len(f"{q.text} [{q.n}].".encode()) for q in quotes), reverse=True)
+        picked = longest[: self.max_sentences]
+        return sum(picked) + len(picked) + (len("Yes, ") if yes_no else 0) + 1
+
+    def answer(self, question: str, context: Context) -> Answer:
+        """Ask the model under the quote grammar; no candidate sentence: :data:`REFUSAL`."""
+        t0 = time.perf_counter()
+        quotes, counts = quote_candidates(
+            context, max_words=self.max_words, min_words=self.min_words, max_quotes=self.max_quotes
+        )
+        yes_no = is_yes_no_question(question)
+        trace: dict[str, Any] = {"quotes": counts, "yes_no_question": yes_no}
+        if not quotes:
+            trace["decision"] = "declined: no source sentence to quote"
+            return make_answer(
+                REFUSAL,
+                context,
+                self.name,
+                latency_s=time.perf_counter() - t0,
+                prompt_version=self.prompt_version,
+                trace=trace,
+            )
+        grammar = quote_grammar(
+            [(q.text, q.n) for q in quotes],
+            refusal=REFUSAL,
+            max_sentences=self.max_sentences,
+            yes_no=yes_no,
+        )
+        c = self.chat_model.complete(
+            build_messages(question, context),
+            temperature=0.0,
+            max_tokens=self._budget(quotes, yes_no),
+            prompt_version=self.prompt_version,
+            grammar=grammar,
+            repeat_penalty=self.repeat_penalty,
+        )
+        return make_answer(
+            c.text.strip(),
+            context,
+            self.name,
+            tokens_in=c.input_tokens,
+            tokens_out=c.output_tokens,
+            cost_usd=c.cost_usd,
+            latency_s=c.latency_s,
+            cached=c.cached,
+            prompt_version=self.prompt_version,
+            trace=trace,
         )
 
 

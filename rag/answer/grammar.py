@@ -1,4 +1,4 @@
-"""GBNF grammars that constrain a local model's answer to cited sentences or the refusal.
+r"""GBNF grammars that constrain a local model's answer to cited sentences or the refusal.
 
 llama.cpp can restrict decoding to a context-free grammar (GBNF, "GGML BNF"): at each step only
 tokens that keep the text inside the grammar may be sampled. :func:`answer_grammar` builds, per
@@ -13,20 +13,34 @@ question, a grammar whose language is exactly
   citation instead of running uncited into the token limit (gbnf-v1 had no word cap: SmolLM2
   filled 96 tokens with one uncited sentence; v2 capped words, and it glued words together).
 
-With ``yes_no=True`` the first sentence must start with ``Yes, `` or ``No, ``. With no sources
-(closed book) sentences carry no citation. The grammar text is part of the LLM cache key (the
-:class:`rag.llm.model.CachedChatModel` hashes it), so changing a rule never reuses an old answer.
+With ``yes_no=True`` the answer must start with ``Yes, `` or ``No, `` and the grammar has no
+refusal branch (gbnf-v4): under gbnf-v3 SmolLM2 took the refusal on all six yes/no questions of
+the default run, so the "start with Yes or No" rule of the prompt was never followed; declining a
+yes/no question is left to a gate before generation (:class:`rag.answer.generate.GatedAnswerer`).
+With no sources (closed book) sentences carry no citation.
+
+:func:`quote_grammar` is the second language: every answer sentence is a verbatim sentence of a
+source followed by that source's citation, so the model only chooses *which* source sentences
+answer (:class:`rag.answer.generate.QuoteAnswerer`).
+
+The grammar text is part of the LLM cache key (the :class:`rag.llm.model.CachedChatModel`
+hashes it), so changing a rule never reuses an old answer. Literals are escaped by
+:func:`gbnf_literal`, which follows llama.cpp's GBNF escapes (JSON escaping is not compatible:
+``\b``, ``\f`` and UTF-16 surrogate pairs are not GBNF).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from rag.errors import ConfigError
 
 #: Version of the grammar rules (also in the answerer's prompt version).
-GRAMMAR_VERSION = "gbnf-v3"  # v2: <= max_words words per body; v3: <= 30 characters per word
+#: v2: <= max_words words per body; v3: <= 30 characters per word; v4: a yes/no question has no
+#: refusal branch, the answer starts "Yes, " or "No, " (v3's model refused all 6 yes/no questions).
+GRAMMAR_VERSION = "gbnf-v4"
+#: Version of :func:`quote_grammar` (also in the quote answerer's prompt version).
+QUOTE_GRAMMAR_VERSION = "quote-v1"
 
 
 #: Longest word a body may hold; without it the word cap was evaded by gluing words together
@@ -34,9 +48,38 @@ GRAMMAR_VERSION = "gbnf-v3"  # v2: <= max_words words per body; v3: <= 30 charac
 MAX_WORD_CHARS = 30
 
 
-def _literal(text: str) -> str:
-    """A GBNF string literal (JSON escaping is compatible with GBNF's)."""
-    return json.dumps(text, ensure_ascii=True)
+_SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def gbnf_literal(text: str) -> str:
+    r"""A GBNF string literal that matches exactly ``text``.
+
+    llama.cpp's grammar parser knows the escapes ``\\ \" \n \r \t \[ \]`` and ``\xHH``,
+    ``\uHHHH``, ``\UHHHHHHHH`` (code points, not UTF-16 units). Printable ASCII stays as it is;
+    every other character becomes a code-point escape, so the grammar file is ASCII whatever the
+    PDF held.
+
+    Raises:
+        ConfigError: ``text`` holds NUL or a lone surrogate (no literal can match them: llama.cpp
+            ends strings at NUL, and a surrogate is no character of UTF-8 output).
+    """
+    out = ['"']
+    for ch in text:
+        cp = ord(ch)
+        if ch in _SIMPLE_ESCAPES:
+            out.append(_SIMPLE_ESCAPES[ch])
+        elif 0x20 <= cp < 0x7F:
+            out.append(ch)
+        elif cp == 0 or 0xD800 <= cp <= 0xDFFF:
+            raise ConfigError(f"no GBNF literal can match U+{cp:04X} in {text[:60]!r}")
+        elif cp <= 0xFF:
+            out.append(f"\\x{cp:02X}")
+        elif cp <= 0xFFFF:
+            out.append(f"\\u{cp:04X}")
+        else:
+            out.append(f"\\U{cp:08X}")
+    out.append('"')
+    return "".join(out)
 
 
 def answer_grammar(
@@ -58,7 +101,7 @@ def answer_grammar(
         max_words: at most this many words per sentence body (3..60): after them the grammar
             allows only the citation, so a rambling sentence is closed and cited instead of
             running into the token limit uncited.
-        yes_no: the first sentence starts with "Yes, " or "No, ".
+        yes_no: the answer starts with "Yes, " or "No, " and cannot be the refusal (gbnf-v4).
 
     Raises:
         ConfigError: a bound out of range or a source number below 1.
@@ -74,10 +117,10 @@ def answer_grammar(
         raise ConfigError(f"source numbers {nums}: must all be >= 1")
     if not refusal.strip():
         raise ConfigError("refusal text is empty")
-    lines = [
-        "root ::= refusal | answer",
-        f"refusal ::= {_literal(refusal)}",
-    ]
+    if yes_no:
+        lines = ["root ::= answer"]
+    else:
+        lines = ["root ::= refusal | answer", f"refusal ::= {gbnf_literal(refusal)}"]
     first = "yn-sentence" if yes_no else "sentence"
     more = f'(" " sentence){{0,{max_sentences - 1}}}' if max_sentences > 1 else ""
     lines.append(f"answer ::= {first} {more}".rstrip())
@@ -89,7 +132,7 @@ def answer_grammar(
     lines.append(f"word ::= wchar{{1,{MAX_WORD_CHARS}}}")
     lines.append(f'ynbody ::= word (" " word){{1,{max_words - 2}}}')
     if nums:
-        lines.append("cite ::= " + " | ".join(_literal(f"[{n}]") for n in nums))
+        lines.append("cite ::= " + " | ".join(gbnf_literal(f"[{n}]") for n in nums))
         lines.append(f'sentence ::= body " " cite{{1,{max_citations}}} "."')
         lines.append(f'yn-sentence ::= ("Yes, " | "No, ") ynbody " " cite{{1,{max_citations}}} "."')
     else:
@@ -98,4 +141,64 @@ def answer_grammar(
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["GRAMMAR_VERSION", "answer_grammar"]
+def quote_grammar(
+    quotes: Sequence[tuple[str, int]],
+    *,
+    refusal: str,
+    max_sentences: int = 2,
+    yes_no: bool = False,
+) -> str:
+    """GBNF text whose answers are verbatim source sentences, each with its source's citation.
+
+    The language is the refusal, or 1..``max_sentences`` of the ``quotes`` joined by one space,
+    each written ``<text> [n].``; the sentences appear in the order given (the prompt's order),
+    each at most once, so an answer cannot repeat a line. For ``yes_no`` the answer starts with
+    ``Yes, `` or ``No, `` and there is no refusal branch (as in :func:`answer_grammar`, gbnf-v4).
+    With no quote the only answer is the refusal.
+
+    Rules: ``q-i ::= "<text_i> [n_i]."``; ``pick-k-j`` (at most k quotes from i >= j) ::=
+    ``q-j (" " pick-(k-1)-(j+1))? | pick-k-(j+1)``, so the grammar has O(max_sentences x quotes)
+    rules, not one per ordered tuple.
+
+    Args:
+        quotes: ``(sentence text without its final punctuation, source number)`` in prompt order.
+        refusal: the exact refusal sentence.
+        max_sentences: at most this many quoted sentences (1..5).
+        yes_no: the answer starts "Yes, " or "No, " and cannot be the refusal.
+
+    Raises:
+        ConfigError: a bound out of range, a source number below 1, an empty quote or refusal.
+    """
+    if not 1 <= max_sentences <= 5:
+        raise ConfigError(f"max_sentences={max_sentences}: use 1..5")
+    if not refusal.strip():
+        raise ConfigError("refusal text is empty")
+    for text, n in quotes:
+        if n < 1:
+            raise ConfigError(f"quote {text[:40]!r} cites source {n}: must be >= 1")
+        if not text.strip():
+            raise ConfigError(f"empty quote for source [{n}]")
+    refusal_rule = f"refusal ::= {gbnf_literal(refusal)}"
+    if not quotes:
+        return f"root ::= refusal\n{refusal_rule}\n"
+    lines = ["root ::= answer"] if yes_no else ["root ::= refusal | answer", refusal_rule]
+    prefix = '("Yes, " | "No, ") ' if yes_no else ""
+    lines.append(f"answer ::= {prefix}pick-{max_sentences}-1")
+    last = len(quotes)
+    for i, (text, n) in enumerate(quotes, start=1):
+        lines.append(f"q-{i} ::= {gbnf_literal(f'{text} [{n}].')}")
+    for k in range(1, max_sentences + 1):
+        for j in range(1, last + 1):
+            more = f' (" " pick-{k - 1}-{j + 1})?' if k > 1 and j < last else ""
+            rest = f" | pick-{k}-{j + 1}" if j < last else ""
+            lines.append(f"pick-{k}-{j} ::= q-{j}{more}{rest}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "GRAMMAR_VERSION",
+    "QUOTE_GRAMMAR_VERSION",
+    "answer_grammar",
+    "gbnf_literal",
+    "quote_grammar",
+]
