@@ -7,24 +7,6 @@ import pytest
 from rag import paths
 
 
-#: Test files that must share one pytest-xdist worker (``--dist loadgroup``): the smoke report is
-#: a session fixture, so its tests in two workers would execute every notebook twice; the Ray tests
-#: each start a local Ray, and two at once would fight over the same cores and object store.
-XDIST_GROUPS = {
-    "test_notebooks.py": "smoke-report",
-    "test_browser.py": "smoke-report",
-    "test_ray_embed.py": "ray",
-    "test_sweep.py": "ray",
-}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = XDIST_GROUPS.get(item.path.name)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture(scope="session")
 def shared_dir():
     """The read-only ../shared folder; tests that need it skip visibly when it is absent."""
