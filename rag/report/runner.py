@@ -75,8 +75,6 @@ KERNEL_ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "PYTHONHASHSEED": "0",
-    # spinning OpenMP threads starve each other when processes share the cores (see rag/__init__)
-    "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
 }
 
 
