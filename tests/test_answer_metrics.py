@@ -115,3 +115,18 @@ def test_undefined_cases_are_explicit():
 def test_missing_answer_is_an_error():
     with pytest.raises(EvaluationError, match="e1"):
         false_rejection({}, GOLD[:1])
+
+
+def test_boolean_accuracy_says_when_the_answers_are_a_constant():
+    gold = [item("a", "No.", "boolean"), item("b", "No, it does not.", "boolean"),
+            item("c", "Yes.", "boolean")]  # fmt: skip
+    const = boolean_accuracy({"a": ans("No."), "b": ans("No [1]."), "c": ans("No.")}, gold)
+    assert const.value == pytest.approx(2 / 3)
+    assert const.extra["constant"] == "no" and const.extra["majority"] == pytest.approx(2 / 3)
+    assert const.extra["predicted"] == {"yes": 0, "no": 3}
+    assert const.extra["gold"] == {"yes": 1, "no": 2}
+    mixed = boolean_accuracy({"a": ans("No."), "b": ans("Yes."), "c": ans("Yes.")}, gold)
+    assert mixed.extra["constant"] is None and mixed.value == pytest.approx(2 / 3)
+    # a refusal is not an answer: two "No" and a refusal is not called constant
+    partial = boolean_accuracy({"a": ans("No."), "b": ans("No."), "c": ans(REFUSAL)}, gold)
+    assert partial.extra["constant"] is None and partial.extra["unparsed"] == 1

@@ -205,7 +205,7 @@ def test_to_metrics_is_the_summary_row(grades):
     assert set(m) == {"faithfulness", "citation_precision", "citation_recall", "answer_f1",
                       "boolean_accuracy", "negative_rejection", "false_rejection",
                       "claims_per_answer", "cost_usd", "tokens", "exact_match", "repeated_lines",
-                      "boolean_n", "negative_rejection_n"}  # fmt: skip
+                      "boolean_n", "boolean_answers", "negative_rejection_n"}  # fmt: skip
 
 
 def test_paired_table_with_a_pair_that_is_not_comparable(grades):

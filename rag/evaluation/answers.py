@@ -30,7 +30,7 @@ import string
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from rag.answer.claims import parse_citations, split_sentences
 from rag.errors import EvaluationError
@@ -67,7 +67,7 @@ class MetricResult:
     n: int
     n_undefined: int = 0
     reason: str = ""
-    extra: dict[str, int] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def normalize_answer(text: str) -> str:
@@ -183,10 +183,15 @@ def boolean_accuracy(answers: Mapping[str, AnswerLike], items: Sequence[GoldItem
 
     A prediction without a leading yes/no (including a refusal) is wrong, and counted in
     ``extra["unparsed"]``; a reference without one is undefined (``None``) and counted.
+    ``extra["predicted"]`` and ``extra["gold"]`` count the yes/no labels on the scored questions,
+    so a reader sees when an accuracy is what a constant answer would score (``extra["constant"]``
+    names that answer, else ``None``; ``extra["majority"]`` is the most frequent gold label's rate).
     """
     _aligned(answers, items)
     per: dict[str, float | None] = {}
     unparsed = 0
+    predicted = {"yes": 0, "no": 0}
+    gold = {"yes": 0, "no": 0}
     for it in items:
         if not it.answerable or it.answer_type != "boolean":
             continue
@@ -196,15 +201,25 @@ def boolean_accuracy(answers: Mapping[str, AnswerLike], items: Sequence[GoldItem
             continue
         pred = None if answers[it.qid].refused else yes_no(answers[it.qid].text)
         unparsed += pred is None
+        gold[ref] += 1
+        if pred is not None:
+            predicted[pred] += 1
         per[it.qid] = float(pred == ref)
     value, n = _mean(per)
     n_undef = sum(v is None for v in per.values())
     reason = "" if n else "no boolean question with a yes/no reference"
     if n_undef:
         reason = f"{n_undef} boolean reference(s) start with neither yes nor no. " + reason
-    return MetricResult(
-        "boolean_accuracy", per, value, n, n_undef, reason.strip(), {"unparsed": unparsed}
-    )
+    scored = gold["yes"] + gold["no"]
+    constant = next((lab for lab, c in predicted.items() if scored > 1 and c == scored), None)
+    extra = {
+        "unparsed": unparsed,
+        "predicted": predicted,
+        "gold": gold,
+        "constant": constant,
+        "majority": max(gold.values()) / scored if scored else None,
+    }
+    return MetricResult("boolean_accuracy", per, value, n, n_undef, reason.strip(), extra)
 
 
 def negative_rejection(

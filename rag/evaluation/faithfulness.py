@@ -77,6 +77,7 @@ class AnswererGrade:
         for m in ("boolean_accuracy", "negative_rejection", "false_rejection", "repeated_lines"):
             out[m] = summary_row[m]
         out["boolean_n"] = int(summary_row["boolean_accuracy n"])
+        out["boolean_answers"] = summary_row.get("boolean answers", "")
         out["negative_rejection_n"] = int(summary_row["negative_rejection n"])
         out["claims_per_answer"] = summary_row["claims_per_answer"]
         out["cost_usd"] = summary_row["cost_usd"]
@@ -152,6 +153,15 @@ def _ci(values: pd.Series, seed: int) -> dict[str, Any]:
     return bootstrap_ci(v, seed=seed).to_dict()
 
 
+def boolean_answers(extra: dict[str, Any]) -> str:
+    """``"0 yes / 6 no (constant; gold 2 yes / 4 no)"``: what the yes/no answers were."""
+    pred, gold = extra.get("predicted"), extra.get("gold")
+    if not pred or not gold or not sum(gold.values()):
+        return ""
+    const = "; constant" if extra.get("constant") else ""
+    return f"{pred['yes']} yes / {pred['no']} no{const} (gold {gold['yes']} yes / {gold['no']} no)"
+
+
 def summary_table(grades: Sequence[AnswererGrade], *, seed: int = 0) -> pd.DataFrame:
     """One row per answerer: each scored metric's mean, 95 % CI and n; rejection rates; claims."""
     rows = []
@@ -170,6 +180,7 @@ def summary_table(grades: Sequence[AnswererGrade], *, seed: int = 0) -> pd.DataF
         row["false_rejection"] = g.quality["false_rejection"].value
         row["boolean_accuracy"] = g.quality["boolean_accuracy"].value
         row["boolean_accuracy n"] = g.quality["boolean_accuracy"].n
+        row["boolean answers"] = boolean_answers(g.quality["boolean_accuracy"].extra)
         row["negative_rejection n"] = g.quality["negative_rejection"].n
         row["repeated_lines"] = g.quality["repeated_lines"].value
         row.update(g.cost())

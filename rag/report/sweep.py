@@ -69,9 +69,10 @@ def share_cores(threads: int, *, beside_others: bool) -> None:
 
     Thread counts of ``threads`` each (no oversubscription by torch/BLAS) and, when the cell runs
     ``beside_others``, OpenMP's passive wait policy: torch's and llama.cpp's libgomp threads spin
-    while they wait, and a spinning thread starves the process that shares its core. Measured on 2 cores with two other processes
-    busy: SmolLM2 generated 64 tokens in 41.85 s spinning, 3.77 s passive. On an idle machine
-    passive is the slower one (llama.cpp 14-17 vs 42-45 tokens/s), so it is set only here.
+    while they wait, and a spinning thread starves the process that shares its core. Measured on
+    2 cores with two other processes busy: SmolLM2 generated 64 tokens in 41.85 s spinning,
+    3.77 s passive. On an idle machine passive is the slower one (llama.cpp 11-15 vs 45-52
+    tokens/s, ``python -m rag.bench.openmp``), so it is set only here.
     """
     for var in THREAD_ENV:
         os.environ.setdefault(var, str(threads))
