@@ -52,7 +52,7 @@ def long_prompt(target_chars: int = 7_700) -> list[dict[str, str]]:
 def bench_local(engine: Engine, *, threads: int = 2, answer_tokens: int = 150) -> dict[str, Any]:
     """Load time and prompt/generation tokens/s of the local model on one engine."""
     t0 = time.perf_counter()
-    backend = LocalBackend(engine, threads=threads)
+    backend = LocalBackend(engine, threads=threads, reuse_prefix=False)
     backend._load()
     load_s = time.perf_counter() - t0
     msgs = long_prompt()

@@ -165,6 +165,13 @@ def bench_report(
     clone = Path(tempfile.mkdtemp(prefix="bench-report-", dir=shared.parent))
     cache = Path(tempfile.mkdtemp(prefix="bench-report-cache-"))
     res: dict[str, Any] = {"commit": commit, "profile": profile, "machine": machine()}
+    dest = paths.resolve(out)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+
+    def write() -> None:
+        # after every phase, so an interrupted bench keeps the phases it finished
+        dest.write_text(json.dumps(res, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
     try:
         subprocess.run(["git", "clone", "--quiet", str(root), str(clone)], check=True)
         env = {**os.environ, paths.SHARED_ENV: str(shared), paths.CACHE_ENV: str(cache)}
@@ -181,14 +188,13 @@ def bench_report(
             log.info("bench-report: %s run in %s", label, clone)
             res[label] = phase(clone, env, profile=profile, install_cmd=install_cmd, report_cmd=cmd)
             log.info("bench-report: %s took %.0fs", label, res[label]["total_s"])
+            write()
         res["machine"]["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     finally:
         if not keep:
             shutil.rmtree(clone, ignore_errors=True)
             shutil.rmtree(cache, ignore_errors=True)
-    dest = paths.resolve(out)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(res, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write()
     return res
 
 
