@@ -67,3 +67,11 @@ def test_a_failing_command_names_itself_and_its_log(tmp_path):
 def test_machine_describes_the_host():
     m = machine()
     assert m["cpu_count"] == os.cpu_count() and m["python"]
+
+
+def test_unknown_phase_is_named_before_anything_is_cloned(tmp_path):
+    from rag.bench.report_timing import bench_report
+
+    with pytest.raises(ConfigError, match="'hot'"):
+        bench_report(tmp_path / "t.json", phases=("cold", "hot"))
+    assert not (tmp_path / "t.json").exists()

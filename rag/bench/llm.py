@@ -26,7 +26,7 @@ from typing import Any
 from rag.errors import ProviderUnavailable
 from rag.llm.cache import CompletionCache
 from rag.llm.factory import make_chat_model
-from rag.llm.local import Engine, LocalBackend
+from rag.llm.local import Engine, LocalBackend, Weights
 from rag.llm.settings import ApiKeys, LLMSettings
 from rag.llm.testing import FakeLLMServer
 
@@ -49,10 +49,16 @@ def long_prompt(target_chars: int = 7_700) -> list[dict[str, str]]:
     ]
 
 
-def bench_local(engine: Engine, *, threads: int = 2, answer_tokens: int = 150) -> dict[str, Any]:
+def bench_local(
+    engine: Engine,
+    *,
+    threads: int = 2,
+    answer_tokens: int = 150,
+    weights: Weights = "q4_1",
+) -> dict[str, Any]:
     """Load time and prompt/generation tokens/s of the local model on one engine."""
     t0 = time.perf_counter()
-    backend = LocalBackend(engine, threads=threads, reuse_prefix=False)
+    backend = LocalBackend(engine, threads=threads, reuse_prefix=False, weights=weights)
     backend._load()
     load_s = time.perf_counter() - t0
     msgs = long_prompt()
@@ -60,6 +66,7 @@ def bench_local(engine: Engine, *, threads: int = 2, answer_tokens: int = 150) -
     gen_s = max(full.seconds - full.prompt_s, 1e-9)
     return {
         "engine": engine,
+        "weights": backend.weights,
         "threads": threads,
         "load_s": round(load_s, 2),
         "prompt_tokens": full.prompt_tokens,
@@ -68,6 +75,63 @@ def bench_local(engine: Engine, *, threads: int = 2, answer_tokens: int = 150) -
         "gen_tok_per_s": round((full.output_tokens - 1) / gen_s, 1),
         "total_s_150": round(full.seconds, 2),
     }
+
+
+def bench_weights(
+    weights: tuple[Weights, ...] = ("q4_1", "f16", "bf16"),
+    *,
+    n_questions: int = 24,
+    repeats: int = 2,
+    out: str | None = "outputs/bench/local_weights.json",
+) -> dict[str, Any]:
+    """The packaged Q4_1 file against its f16 / bf16 copies on llama.cpp, 2 threads.
+
+    Per format: prompt and generation tokens/s (best of ``repeats`` runs of :func:`bench_local`,
+    formats interleaved so load drift hits all alike), and the HyDE passages of the first
+    ``n_questions`` gold questions (greedy, 128 tokens): seconds, and how many are identical to
+    Q4_1's (a copy computes in other floating point, so greedy text can part ways).
+    """
+    from rag import paths
+    from rag.evaluation.gold import load_gold
+    from rag.retrieval.variants import hyde_messages
+
+    rows: dict[str, list[dict[str, Any]]] = {w: [] for w in weights}
+    for _ in range(repeats):
+        for w in weights:
+            rows[w].append(bench_local("llama_cpp", weights=w))
+    gold = load_gold(paths.resolve("../shared/gold/dev.jsonl"))[:n_questions]
+    texts: dict[str, list[str]] = {}
+    hyde_s: dict[str, float] = {}
+    for w in weights:
+        b = LocalBackend("llama_cpp", weights=w, reuse_prefix=False)
+        b._load()
+        t0 = time.perf_counter()
+        texts[w] = [b.generate(hyde_messages(g.question), max_tokens=128)[0] for g in gold]
+        hyde_s[w] = round(time.perf_counter() - t0, 2)
+    ref = texts[weights[0]]
+    res: dict[str, Any] = {
+        "machine_loadavg_1m": round(os.getloadavg()[0], 2),
+        "reference": weights[0],
+        "formats": [
+            {
+                "weights": w,
+                "prompt_tok_per_s": max(r["prompt_tok_per_s"] for r in rows[w]),
+                "gen_tok_per_s": max(r["gen_tok_per_s"] for r in rows[w]),
+                "prompt_tokens": rows[w][0]["prompt_tokens"],
+                "hyde_questions": len(gold),
+                "hyde_s": hyde_s[w],
+                "hyde_identical_to_reference": sum(a == b for a, b in zip(ref, texts[w])),
+            }
+            for w in weights
+        ],
+    }
+    if out:
+        import json
+
+        dest = paths.resolve(out)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    return res
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -167,4 +231,8 @@ def format_table(res: dict[str, Any]) -> str:
 if __name__ == "__main__":
     import sys
 
-    run_bench(tuple(sys.argv[1:]) or ("llama_cpp", "transformers"))  # type: ignore[arg-type]
+    if sys.argv[1:2] == ["weights"]:
+        for row in bench_weights()["formats"]:
+            print(row)
+    else:
+        run_bench(tuple(sys.argv[1:]) or ("llama_cpp", "transformers"))  # type: ignore[arg-type]

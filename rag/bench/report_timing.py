@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 #: Commands timed in each phase (run in the clone's root).
 INSTALL_CMD = ("make", "setup")
 REPORT_CMD = ("make", "report")
+#: The timed runs, in order.
+PHASES = ("cold", "warm", "warm_forced")
 #: Metric keys recorded as stage timings.
 TIME_SUFFIXES = ("_s", "_seconds")
 
@@ -155,8 +157,16 @@ def bench_report(
     keep: bool = False,
     install_cmd: Sequence[str] = INSTALL_CMD,
     report_cmd: Sequence[str] = REPORT_CMD,
+    phases: Sequence[str] = PHASES,
 ) -> dict[str, Any]:
-    """Clone HEAD beside the shared folder, run the report cold then warm, write the timings."""
+    """Clone HEAD beside the shared folder, run the report cold then warm, write the timings.
+
+    ``phases``: which of ``cold``, ``warm``, ``warm_forced`` to run, in that order (cold first
+    whenever it is named; a warm phase without cold times a warm run of an empty cache).
+    """
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown or not phases:
+        raise ConfigError(f"unknown bench-report phase(s) {unknown or phases!r}: use {PHASES}")
     root, shared = paths.project_root(), paths.shared_dir()
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
@@ -180,11 +190,13 @@ def bench_report(
             env["PROFILE"] = profile
         # warm: the README command again (unchanged notebooks are kept, like make); warm_forced:
         # every notebook executed again on the warm cache (what a changed notebook costs)
-        for label, cmd in (
-            ("cold", report_cmd),
-            ("warm", report_cmd),
-            ("warm_forced", (*report_cmd, "REPORT_ARGS=--force")),
-        ):
+        commands = {
+            "cold": report_cmd,
+            "warm": report_cmd,
+            "warm_forced": (*report_cmd, "REPORT_ARGS=--force"),
+        }
+        for label in [p for p in PHASES if p in phases]:
+            cmd = commands[label]
             log.info("bench-report: %s run in %s", label, clone)
             res[label] = phase(clone, env, profile=profile, install_cmd=install_cmd, report_cmd=cmd)
             log.info("bench-report: %s took %.0fs", label, res[label]["total_s"])
@@ -203,10 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="outputs/bench/report_timing.json")
     ap.add_argument("--profile", default="default")
     ap.add_argument("--keep", action="store_true", help="keep the clone and its cache")
+    ap.add_argument(
+        "--phases", default=",".join(PHASES), help=f"comma-separated subset of {PHASES}"
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    res = bench_report(args.out, profile=args.profile, keep=args.keep)
-    for label in ("cold", "warm", "warm_forced"):
+    phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+    res = bench_report(args.out, profile=args.profile, keep=args.keep, phases=phases)
+    for label in [p for p in PHASES if p in res]:
         print(f"{label}: {res[label]['total_s']:.0f}s (install {res[label]['install_s']:.0f}s)")
     return 0
 

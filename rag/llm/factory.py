@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 _SDK = {"openai": "openai", "anthropic": "anthropic", "groq": "groq"}
 
 #: One local backend per (engine, threads), so several model objects share loaded weights.
-_LOCAL: dict[tuple[str, int], LocalBackend] = {}
+_LOCAL: dict[tuple[str, int, str], LocalBackend] = {}
 
 
 def _unavailable_reason(provider: str, settings: LLMSettings, keys: ApiKeys) -> str | None:
@@ -149,9 +149,9 @@ def make_chat_model(
         raise ProviderUnavailable(f"model {name!r} ({spec.provider}) unavailable: {why}")
     backend: Backend
     if spec.provider == "local":
-        k = (resolve_engine(settings.local_backend), settings.local_threads)
+        k = (resolve_engine(settings.local_backend), settings.local_threads, settings.local_weights)
         if k not in _LOCAL:
-            _LOCAL[k] = LocalBackend(k[0], threads=settings.local_threads)
+            _LOCAL[k] = LocalBackend(k[0], threads=settings.local_threads, weights=k[2])
         backend = _LOCAL[k]
     else:
         secret = keys.get(spec.provider)

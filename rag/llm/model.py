@@ -141,9 +141,12 @@ class CachedChatModel:
                 "use the local llama.cpp engine or drop them"
             )
         t0 = time.perf_counter()
+        # a backend that runs other weights than the registered file (the local model's
+        # upcast copies) says so; its answers must never be served for the original's
+        tag = getattr(self._backend, "weights_tag", None)
         key = cache_key(
             provider=self.spec.provider,
-            model=self.spec.api_model,
+            model=f"{self.spec.api_model}@{tag}" if tag else self.spec.api_model,
             messages=msgs,
             temperature=temperature,
             max_tokens=max_tokens,
