@@ -1,4 +1,4 @@
-"""bf16 MiniLM passages (``minilm-bf16``): close to fp32, order kept, own fingerprint, fp32 queries."""
+"""bf16 MiniLM passages (``minilm-bf16``): close to fp32, own fingerprint, queries stay fp32."""
 
 from __future__ import annotations
 

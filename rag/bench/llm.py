@@ -120,7 +120,9 @@ def bench_weights(
                 "prompt_tokens": rows[w][0]["prompt_tokens"],
                 "hyde_questions": len(gold),
                 "hyde_s": hyde_s[w],
-                "hyde_identical_to_reference": sum(a == b for a, b in zip(ref, texts[w])),
+                "hyde_identical_to_reference": sum(
+                    a == b for a, b in zip(ref, texts[w], strict=True)
+                ),
             }
             for w in weights
         ],
