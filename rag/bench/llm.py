@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rag.bench import write_json
 from rag.errors import ProviderUnavailable
 from rag.llm.cache import CompletionCache
 from rag.llm.factory import make_chat_model
@@ -128,11 +129,7 @@ def bench_weights(
         ],
     }
     if out:
-        import json
-
-        dest = paths.resolve(out)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+        write_json(res, out)
     return res
 
 

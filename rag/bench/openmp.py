@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from rag import paths
+from rag.bench import write_json
 
 POLICIES = ("default", "PASSIVE")
 
@@ -63,9 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_count": os.cpu_count(),
         "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    dest = paths.resolve(args.out)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    write_json(res, args.out)
     for r in rows:
         print(r)
     return 0

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from rag import paths
+from rag.bench import write_json
 from rag.errors import ConfigError
 from rag.index.embed import load_embedder
 
@@ -68,9 +69,7 @@ def bench_passages(
         ],
     }
     if out:
-        dest = paths.resolve(out)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+        write_json(res, out)
     return res
 
 
