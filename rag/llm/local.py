@@ -103,7 +103,7 @@ def converted_gguf(weights: Weights, source: Path | None = None) -> Path:
     ``cache_dir("llm", "weights")``, named by the source file's sha256, written to a temporary
     file and renamed, so an interrupted conversion leaves nothing half-written.
 
-    Why: llama.cpp evaluates a long prompt 1.9x (f16) / 2.5x (bf16) faster from these types than
+    Why: llama.cpp evaluates a long prompt 1.7x (f16) / 2.2x (bf16) faster from these types than
     from Q4_1 on this machine's CPU (AVX-512 with BF16), and notebook 05 sends ~1,300-token
     prompts (``python -m rag.bench.llm weights`` -> ``outputs/bench/local_weights.json``).
 
@@ -348,8 +348,8 @@ class LocalBackend:
         evaluate only the part of a new prompt after the longest prefix already evaluated. The
         answerers of notebook 05 send the same grounded prompt up to three times per question
         (plain, grammar, quote), and prompt evaluation is most of a local call's time on 2
-        cores (~100-150 prompt tokens/s). ``False`` evaluates every prompt in full (what the
-        speed benchmark times).
+        cores (223 prompt tokens/s from Q4_1, 487 from bf16). ``False`` evaluates every prompt
+        in full (what the speed benchmark times).
 
         ``weights`` (llama.cpp): the packaged Q4_1 file or its f16 / bf16 copy
         (:func:`converted_gguf`, made at first load). A copy gives other floating-point results

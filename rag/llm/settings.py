@@ -64,7 +64,7 @@ class LLMSettings(BaseModel):
     local_weights: Literal["q4_1", "f16", "bf16"] = Field(
         "bf16",
         description="Weights llama.cpp runs: the packaged Q4_1 file, or its values converted "
-        "once to f16 / bf16 (cached; prompt evaluation ~1.9x / ~2.5x faster here, see "
+        "once to f16 / bf16 (cached; prompt evaluation ~1.7x / ~2.2x faster here, see "
         "rag/llm/local.py). transformers always dequantises the Q4_1 file to float32.",
     )
 
