@@ -108,9 +108,10 @@ class SentenceTransformerEmbedder:
             PyTorch), "onnx" (onnxruntime or an error) or "torch". Passages always use PyTorch.
             See :mod:`rag.index.onnx_query`; ``query_backend_used`` says which one ran.
         passage_backend: "torch" (fp32 PyTorch), "torch-bf16" (the same model under
-            ``torch.autocast("cpu", dtype=torch.bfloat16)``: matrix products in bf16, where
-            the CPU has bf16 instructions ~1.4x the passages per second measured here, cosine to
-            fp32 >= 0.99997 on 192 SciFact abstracts; on a CPU without them it is slower) or
+            ``torch.autocast("cpu", dtype=torch.bfloat16)``: matrix products in bf16; where
+            the CPU has bf16 instructions 1.9x the passages per second measured here, cosine to
+            fp32 >= 0.99997 on 192 SciFact abstracts, ``rag.bench.passages``; on a CPU without
+            them it is slower) or
             "onnx-int8" (the ONNX export dynamically quantised to int8,
             :mod:`rag.index.onnx_passage`). The last two change the fingerprint, since the
             vectors differ slightly from fp32.

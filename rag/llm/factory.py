@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 _SDK = {"openai": "openai", "anthropic": "anthropic", "groq": "groq"}
 
-#: One local backend per (engine, threads), so several model objects share loaded weights.
+#: One local backend per (engine, threads, weights), so several model objects share loaded weights.
 _LOCAL: dict[tuple[str, int, str], LocalBackend] = {}
 
 

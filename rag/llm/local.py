@@ -94,6 +94,12 @@ def find_gguf() -> Path:
     return files[0]
 
 
+def _check_weights(weights: str) -> Weights:
+    if weights != "q4_1" and weights not in _FTYPES:
+        raise ConfigError(f"local weights {weights!r}: use one of q4_1, {', '.join(_FTYPES)}")
+    return weights  # type: ignore[return-value]
+
+
 def converted_gguf(weights: Weights, source: Path | None = None) -> Path:
     """The packaged Q4_1 file, or a copy of its weights converted to ``weights`` (f16 / bf16).
 
@@ -112,10 +118,8 @@ def converted_gguf(weights: Weights, source: Path | None = None) -> Path:
         ConfigError: unknown ``weights`` or a failed conversion.
     """
     src = source or find_gguf()
-    if weights == "q4_1":
+    if _check_weights(weights) == "q4_1":
         return src
-    if weights not in _FTYPES:
-        raise ConfigError(f"local weights {weights!r}: use one of q4_1, {', '.join(_FTYPES)}")
     import ctypes
     import hashlib
     import os
@@ -362,9 +366,7 @@ class LocalBackend:
         self.threads = threads
         self.reuse_prefix = reuse_prefix
         self.path = find_gguf()
-        self.weights: Weights = weights if engine == "llama_cpp" else "q4_1"
-        if self.weights not in ("q4_1", *_FTYPES):
-            raise ConfigError(f"local weights {weights!r}: use one of q4_1, {', '.join(_FTYPES)}")
+        self.weights: Weights = _check_weights(weights) if engine == "llama_cpp" else "q4_1"
         #: enters the completion cache key when the weights are not the packaged file
         self.weights_tag: str | None = None if self.weights == "q4_1" else self.weights
         self.supports_json_mode = engine == "llama_cpp"
