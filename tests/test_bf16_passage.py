@@ -14,7 +14,7 @@ from tests.test_onnx_passage import DOCS  # noqa: E402
 def pair():
     from rag.index.embed import load_embedder
 
-    return load_embedder("minilm-bf16"), load_embedder("minilm")
+    return load_embedder("minilm-bf16"), load_embedder("minilm-fp32")
 
 
 def test_bf16_passages_are_close_to_fp32_but_computed_in_bf16(pair):
@@ -38,3 +38,18 @@ def test_bf16_has_its_own_fingerprint_and_name(pair):
     bf16, fp32 = pair
     assert bf16.fingerprint.startswith(fp32.fingerprint) and bf16.fingerprint != fp32.fingerprint
     assert "bf16" in bf16.fingerprint and bf16.name.endswith("-bf16")
+
+
+def test_default_minilm_is_bf16_only_where_the_cpu_has_bf16_instructions(monkeypatch, pair):
+    from rag.index import embed
+
+    assert embed.cpu_has_bf16("processor: 0\nflags\t\t: fpu sse avx512f avx512_bf16 avx512_vnni\n")
+    assert embed.cpu_has_bf16("flags : fpu amx_bf16 amx_tile\n")
+    assert not embed.cpu_has_bf16("flags : fpu sse avx2 avx512f avx512_vnni\n")  # emulated: fp32
+    assert not embed.cpu_has_bf16("")
+    bf16, fp32 = pair
+    for has, want in ((True, bf16), (False, fp32)):
+        monkeypatch.setattr(embed, "cpu_has_bf16", lambda has=has: has)
+        got = embed.load_embedder("minilm")
+        assert got.fingerprint == want.fingerprint and got.passage_backend == want.passage_backend
+        assert embed.minilm().fingerprint == want.fingerprint

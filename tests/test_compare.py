@@ -175,3 +175,19 @@ def test_run_all_runs_every_retriever_on_every_query(components):
     # BM25 over term overlap: p2-c1 holds bm25, length, normalisation (3 terms)
     assert max(out["bm25"]["q2"], key=out["bm25"]["q2"].get) == "p2-c1"
     assert out["bm25"]["q2"]["p2-c1"] == 3.0
+
+
+def test_subset_retrievers_keeps_order_and_lists_the_rest_as_not_run():
+    from rag.errors import ConfigError
+    from rag.evaluation.compare import subset_retrievers
+
+    names = ["dense", "bm25", "hybrid", "hyde"]
+    kept, skipped = subset_retrievers(names, ["hybrid", "dense"], "SciFact")
+    assert kept == ["dense", "hybrid"]  # the report's order, not the subset's
+    why = "not run on SciFact in this profile"
+    assert skipped == {"bm25": why, "hyde": why}
+    assert subset_retrievers(names, [], "SciFact") == (names, {})  # empty: all of them
+    # a sweep running fewer retrievers than the profile's subset: the extra kind is ignored
+    assert subset_retrievers(["dense"], ["dense", "multi-query"], "SciFact") == (["dense"], {})
+    with pytest.raises(ConfigError, match="hdye"):
+        subset_retrievers(names, ["dense", "hdye"], "SciFact")  # a typo is named, not dropped

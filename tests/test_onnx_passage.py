@@ -26,7 +26,7 @@ def pair(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RAG_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        int8, fp32 = load_embedder("minilm-int8"), load_embedder("minilm")
+        int8, fp32 = load_embedder("minilm-int8"), load_embedder("minilm-fp32")
         int8.encode_passages(["warm up: export and quantise under the temporary cache"])
         yield int8, fp32
 

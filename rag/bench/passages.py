@@ -1,6 +1,6 @@
 """MiniLM passage encoding at three precisions: speed and closeness to fp32 (a benchmark).
 
-``python -m rag.bench.passages`` encodes the first ``n`` SciFact abstracts with ``minilm``
+``python -m rag.bench.passages`` encodes the first ``n`` SciFact abstracts with ``minilm-fp32``
 (fp32), ``minilm-bf16`` (bf16 autocast) and ``minilm-int8`` (ONNX int8), each without the
 embedding cache, ``repeats`` times with the backends interleaved (so load drift hits all alike),
 and writes ``outputs/bench/passage_backends.json``: best passages/s per backend, and the minimum
@@ -22,7 +22,7 @@ from rag.bench import write_json
 from rag.errors import ConfigError
 from rag.index.embed import load_embedder
 
-BACKENDS = ("minilm", "minilm-bf16", "minilm-int8")
+BACKENDS = ("minilm-fp32", "minilm-bf16", "minilm-int8")
 
 
 def bench_passages(

