@@ -125,3 +125,11 @@ def test_answers_are_shortened_and_repeated_lines_collapsed():
 )  # fmt: skip
 def test_headline_numbers_are_rounded_for_people(key, value, shown):
     assert fmt_value(key, value) == shown
+
+
+def test_scifact_reading_skips_rows_not_run_on_scifact():
+    # the default profile leaves HyDE off SciFact: its block is {"not_run": why}, with no metrics
+    m = lambda v: {"ndcg@10": {"mean": v, "ci_low": v - 0.04, "ci_high": v + 0.04}}  # noqa: E731
+    block = {"bm25": m(0.667), "dense": m(0.645), "hybrid": m(0.685), "hyde": {"not_run": "x"}}
+    text = readings.scifact_reproduction(block, 300, {"bm25": 0.665, "dense": 0.645}).data
+    assert "the measurement is reproduced" in text and "Highest row: hybrid 0.685" in text
