@@ -99,7 +99,10 @@ def test_retrieval_metrics(smoke_run):
     assert m["scifact"]["_n_queries"] == 20
     assert m["components"]["reranker"].startswith("embed[")
     # an extra row over the same pool with the same model as the main rerank row: same numbers
-    assert m["components"]["compared_rerankers"] == {"rerank:minilm": "embed[all-MiniLM-L6-v2]"}
+    from rag.index.embed import load_embedder
+
+    name = load_embedder("minilm").name  # all-MiniLM-L6-v2, "-bf16" where the CPU has bf16
+    assert m["components"]["compared_rerankers"] == {"rerank:minilm": f"embed[{name}]"}
     for dataset in ("scifact", "qasper"):
         assert m[dataset]["rerank:minilm"]["ndcg@10"] == m[dataset]["rerank"]["ndcg@10"]
     pool = m["components"]["settings"]["rerank_pool"]
