@@ -1,0 +1,210 @@
+"""The extractive answerer's support threshold, chosen on held-out human questions.
+
+:class:`rag.answer.generate.SupportExtractiveAnswerer` answers when some source span reaches a
+support threshold and declines otherwise. The judge's own threshold was chosen on SciFact
+claim-vs-abstract pairs, a different decision from "does this context answer this question?".
+Choosing the threshold on the dev gold's own results would be tuning on the test, so it is chosen
+here on a third, human-written set: the QASPER questions on the corpus papers (Dasigi et al.,
+2021), each asked twice with the same retriever and context settings as the answerers:
+
+- **answer**: the contexts retrieved from the whole corpus (its paper is there to answer it);
+- **decline**: the contexts retrieved with every chunk of its own paper removed (the question
+  asks about one paper's method or results, so no other paper should answer it).
+
+The threshold maximises the balanced accuracy of that answer-or-decline decision (the mean of the
+answered share on the first and the declined share on the second), over a fixed grid; ties go to
+the higher (more cautious) threshold. What this cannot see: a retrieved context that misses the
+paper's evidence still counts as "answer", and another paper may hold a general answer (what is
+BERT?) to a question counted as "decline"; both are stated beside the number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from rag.answer.context import ContextSettings, build_contexts
+from rag.answer.generate import resolve_threshold
+from rag.answer.questions import declarative_form
+from rag.answer.support import support_spans
+from rag.errors import ConfigError
+from rag.types import Hit
+
+#: Thresholds tried (p(supported) of the best span).
+GRID: tuple[float, ...] = tuple(round(float(t), 2) for t in np.arange(0.0, 0.96, 0.05))
+#: Hits fetched before a question's own paper is removed (then cut to ``k``).
+EXCLUDE_DEPTH = 50
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The chosen threshold and the evidence it was chosen on.
+
+    Attributes:
+        threshold: the chosen support threshold.
+        balanced_accuracy: its answer-or-decline balanced accuracy on the held-out questions.
+        answered: share of "answer" contexts answered at the threshold.
+        declined: share of "decline" contexts declined at the threshold.
+        n: held-out questions (each asked twice).
+        curve: one row per grid threshold: ``threshold, answered, declined, balanced_accuracy``.
+        scores: ``{qid: (best support with its paper, best support without it)}``.
+    """
+
+    threshold: float
+    balanced_accuracy: float
+    answered: float
+    declined: float
+    n: int
+    curve: list[dict[str, float]]
+    scores: dict[str, tuple[float, float]]
+
+    def to_metrics(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["scores"] = {q: list(v) for q, v in self.scores.items()}
+        return d
+
+
+def without_paper(hits: Sequence[Hit], paper_id: str, k: int) -> list[Hit]:
+    """The first ``k`` hits that do not come from ``paper_id``."""
+    return [h for h in hits if h.paper_id != paper_id][:k]
+
+
+def best_support(judge: Any, question: str, context: Any) -> float:
+    """p(supported) of the best span for the question's declarative form (-1: no span)."""
+    spans = support_spans(judge, declarative_form(question), context)
+    return spans[0].score if spans else -1.0
+
+
+def choose_threshold(
+    answer_scores: Sequence[float],
+    decline_scores: Sequence[float],
+    grid: Sequence[float] = GRID,
+) -> tuple[float, list[dict[str, float]]]:
+    """The grid threshold with the best balanced accuracy of answering (score >= t) on
+    ``answer_scores`` and declining on ``decline_scores``; ties go to the higher threshold.
+
+    Raises:
+        ConfigError: an empty side or an empty grid.
+    """
+    if not answer_scores or not decline_scores or not grid:
+        raise ConfigError(
+            f"threshold calibration needs questions on both sides and a grid (got "
+            f"{len(answer_scores)} answer, {len(decline_scores)} decline, {len(grid)} thresholds)"
+        )
+    pos, neg = np.asarray(answer_scores, float), np.asarray(decline_scores, float)
+    curve = []
+    for t in sorted(grid):
+        answered, declined = float(np.mean(pos >= t)), float(np.mean(neg < t))
+        curve.append(
+            {
+                "threshold": float(t),
+                "answered": answered,
+                "declined": declined,
+                "balanced_accuracy": (answered + declined) / 2,
+            }
+        )
+    best = max(curve, key=lambda r: (round(r["balanced_accuracy"], 9), r["threshold"]))
+    return best["threshold"], curve
+
+
+def held_out_threshold(
+    judge: Any,
+    retriever: Any,
+    questions: Mapping[str, tuple[str, str]],
+    *,
+    k: int,
+    settings: ContextSettings,
+    titles: Mapping[str, str] | None = None,
+    grid: Sequence[float] = GRID,
+) -> Calibration:
+    """Choose the support threshold on ``questions`` = ``{qid: (question, paper_id)}``.
+
+    Each question is retrieved once at depth :data:`EXCLUDE_DEPTH`; its top ``k`` make the
+    "answer" context and its top ``k`` from other papers the "decline" context, both assembled
+    with ``settings`` (the answerers' own).
+
+    Raises:
+        ConfigError: no questions.
+    """
+    if not questions:
+        raise ConfigError("no held-out questions to choose the support threshold on")
+    depth = max(EXCLUDE_DEPTH, k)
+    with_paper, others = {}, {}
+    for qid, (question, paper_id) in questions.items():
+        hits = retriever.retrieve(question, depth)
+        with_paper[qid] = hits[:k]
+        others[qid] = without_paper(hits, paper_id, k)
+    pos_ctx = build_contexts(with_paper, settings, titles=titles)
+    neg_ctx = build_contexts(others, settings, titles=titles)
+    scores = {
+        qid: (
+            best_support(judge, q, pos_ctx[qid]),
+            best_support(judge, q, neg_ctx[qid]),
+        )
+        for qid, (q, _) in questions.items()
+    }
+    t, curve = choose_threshold(
+        [a for a, _ in scores.values()], [b for _, b in scores.values()], grid
+    )
+    row = next(r for r in curve if r["threshold"] == t)
+    return Calibration(
+        threshold=t,
+        balanced_accuracy=row["balanced_accuracy"],
+        answered=row["answered"],
+        declined=row["declined"],
+        n=len(questions),
+        curve=curve,
+        scores=scores,
+    )
+
+
+#: How the support threshold is chosen when no fixed value is given.
+RULES = ("held-out", "judge")
+
+
+def support_threshold(
+    rule: str,
+    value: float,
+    judge: Any,
+    retriever: Any,
+    questions: Mapping[str, tuple[str, str]],
+    *,
+    k: int,
+    settings: ContextSettings,
+    titles: Mapping[str, str] | None = None,
+) -> tuple[float, Calibration | None, str]:
+    """``(threshold, calibration or None, how it was chosen)``.
+
+    ``value`` in [0, 1] is used as given; a negative ``value`` asks ``rule``: ``held-out``
+    (:func:`held_out_threshold` on ``questions``) or ``judge`` (the judge's own threshold, chosen
+    by cross-validation on SciFact train).
+
+    Raises:
+        ConfigError: an unknown rule, a value above 1, or ``held-out`` with no questions.
+    """
+    if rule not in RULES:
+        raise ConfigError(f"support threshold rule {rule!r}: use one of {', '.join(RULES)}")
+    if value >= 0 or rule == "judge":
+        t = resolve_threshold(judge, value)
+        how = "fixed value" if value >= 0 else "the judge's own threshold (CV on SciFact train)"
+        return t, None, how
+    cal = held_out_threshold(judge, retriever, questions, k=k, settings=settings, titles=titles)
+    how = (
+        f"held-out: best answer-or-decline balanced accuracy on {cal.n} human QASPER questions "
+        "asked with and without their paper (never the dev gold)"
+    )
+    return cal.threshold, cal, how
+
+
+__all__ = [
+    "GRID",
+    "RULES",
+    "Calibration",
+    "best_support",
+    "choose_threshold",
+    "held_out_threshold",
+    "support_threshold",
+]
