@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from rag.errors import EvaluationError, GoldError
+from rag.errors import ConfigError, EvaluationError, GoldError
 from rag.evaluation.gold import (
+    answer_slice,
     chunk_qrels,
     expected_categories,
     gold_queries,
@@ -338,3 +339,13 @@ def test_shared_gold_quotes_land_in_real_chunks(shared_dir):
     qasper = load_qasper(shared_dir / "datasets" / "qasper" / "corpus_questions.jsonl")
     qq, qreport = qasper_chunk_qrels(qasper, chunks, contains, 85.0)
     assert len(qq) >= 12 and qreport.summary()["unknown_paper_refs"] == 0
+
+
+def test_answer_slice_keeps_gold_order_and_caps_the_unanswerable(tmp_path):
+    rows = [_item("a"), _item("u1", **UNANSWERABLE), _item("b"), _item("u2", **UNANSWERABLE)]
+    items = load_gold(_write(tmp_path, rows))
+    assert [g.qid for g in answer_slice(items, 1)] == ["a", "u1", "u2"]
+    assert [g.qid for g in answer_slice(items, 5, max_unanswerable=1)] == ["a", "b", "u1"]
+    assert [g.qid for g in answer_slice(items, 2, include_unanswerable=False)] == ["a", "b"]
+    with pytest.raises(ConfigError, match="max_unanswerable=-1"):
+        answer_slice(items, 1, max_unanswerable=-1)

@@ -26,7 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tqdm.auto import tqdm
 
-from rag.errors import GoldError
+from rag.errors import ConfigError, GoldError
 from rag.evaluation.evidence import EvidenceItem, contains
 from rag.ir import Qrels
 from rag.jsonl import read_records
@@ -116,12 +116,22 @@ def gold_for_papers(items: Sequence[GoldItem], papers: Iterable[str]) -> list[Go
 
 
 def answer_slice(
-    items: Sequence[GoldItem], n_answerable: int, *, include_unanswerable: bool = True
+    items: Sequence[GoldItem],
+    n_answerable: int,
+    *,
+    include_unanswerable: bool = True,
+    max_unanswerable: int = 0,
 ) -> list[GoldItem]:
-    """The first ``n_answerable`` answerable questions (gold-file order), then, if asked, every
-    unanswerable one: notebook 05's rule, fixed before looking at any answer."""
+    """The first ``n_answerable`` answerable questions (gold-file order), then, if asked, the
+    unanswerable ones (the first ``max_unanswerable`` in gold-file order; 0: every one): notebook
+    05's rule, fixed before looking at any answer."""
+    if max_unanswerable < 0:
+        raise ConfigError(f"max_unanswerable={max_unanswerable}: use 0 (all) or a positive cap")
     answerable = [g for g in items if g.answerable][:n_answerable]
-    return answerable + ([g for g in items if not g.answerable] if include_unanswerable else [])
+    if not include_unanswerable:
+        return answerable
+    unanswerable = [g for g in items if not g.answerable]
+    return answerable + unanswerable[: max_unanswerable or None]
 
 
 def evidence_on_papers(items: Sequence[GoldItem], papers: Iterable[str]) -> list[GoldItem]:
