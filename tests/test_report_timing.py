@@ -25,6 +25,14 @@ run = {"git_commit": "abc", "notebooks": [
     {"name": "03_index", "status": "ok", "wall_s": 395.0},
 ]}
 (out / "run.json").write_text(json.dumps(run))
+cells = [
+    {"cell_type": "markdown", "source": "# 03", "metadata": {}},
+    {"cell_type": "code", "source": "\\nix = index_corpus(parsed)\\nbuild = 1",
+     "metadata": {"papermill": {"duration": 270.14}}},
+    {"cell_type": "code", "source": "x = 1", "metadata": {"papermill": {"duration": 0.3}}},
+    {"cell_type": "code", "source": "tp = bench()", "metadata": {"papermill": {"duration": 55.7}}},
+]
+(out / "03_index.ipynb").write_text(json.dumps({"cells": cells}))
 """
 
 
@@ -47,6 +55,14 @@ def test_phase_times_install_and_report_and_reads_run_json(tmp_path):
     assert res["stages"] == {
         "01_ingest.parse_wall_seconds": 14.37,
         "03_index.build.bm25_load_or_build_s": 0.07,
+    }
+    # slowest cells first, named by their first line; sub-2 s cells and notebooks without
+    # papermill metadata (01 has no executed .ipynb here) are left out
+    assert res["cells"] == {
+        "03_index": [
+            {"cell": 1, "s": 270.14, "code": "ix = index_corpus(parsed)"},
+            {"cell": 3, "s": 55.7, "code": "tp = bench()"},
+        ]
     }
     assert res["total_s"] == pytest.approx(res["install_s"] + res["report_s"], abs=0.011)
     assert 0 < res["install_s"] < 60 and 0 < res["report_s"] < 60

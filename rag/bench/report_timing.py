@@ -7,9 +7,10 @@ the default profile) three times with the same clone, venv and cache: cold; warm
 command: notebooks whose inputs are unchanged are kept, like make); and warm with ``--force``
 (every notebook executed again on the warm cache). The runner's
 ``run.json`` gives each notebook's wall time; every ``*_s`` / ``*_seconds`` number a notebook
-records in its ``metrics.json`` is kept under ``stages``. Output:
+records in its ``metrics.json`` is kept under ``stages``, and each executed notebook's slowest
+code cells (papermill's per-cell durations) under ``cells``. Output:
 ``outputs/bench/report_timing.json`` = ``{"cold": {"total_s", "install_s", "report_s",
-"notebooks", "reused", "stages", "status"}, "warm": {...}, "warm_forced": {...},
+"notebooks", "cells", "reused", "stages", "status"}, "warm": {...}, "warm_forced": {...},
 "machine": {...}, "commit": ...}``.
 
 A benchmark, not a test: a cold run takes about an hour on 2 cores; run it on a quiet machine.
@@ -61,6 +62,28 @@ def stage_timings(metrics: Any, prefix: str = "") -> dict[str, float]:
     return out
 
 
+#: Cells shorter than this are left out of ``cells`` (kernel start and plotting noise).
+MIN_CELL_S = 2.0
+
+
+def cell_timings(notebook: Path, min_s: float = MIN_CELL_S) -> list[dict[str, Any]]:
+    """Wall seconds of each code cell of an executed notebook (papermill's per-cell
+    ``duration``), slowest first, with the cell's first line to name it; cells under ``min_s``
+    are left out. A notebook without papermill metadata gives ``[]``."""
+    if not notebook.exists():
+        return []
+    cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
+    out = []
+    for i, c in enumerate(cells):
+        dur = (c.get("metadata", {}).get("papermill") or {}).get("duration")
+        if c.get("cell_type") != "code" or not isinstance(dur, int | float) or dur < min_s:
+            continue
+        src = "".join(c.get("source", ""))
+        first = next((ln.strip() for ln in src.splitlines() if ln.strip()), "")
+        out.append({"cell": i, "s": round(float(dur), 2), "code": first[:100]})
+    return sorted(out, key=lambda r: -r["s"])
+
+
 def collect(out_dir: Path) -> dict[str, Any]:
     """Per-notebook wall times (``run.json``) and stage timings (``*/metrics.json``) of a run.
 
@@ -80,8 +103,11 @@ def collect(out_dir: Path) -> dict[str, Any]:
         m = out_dir / name / "metrics.json"
         if m.exists():
             stages.update(stage_timings(json.loads(m.read_text(encoding="utf-8")), name))
+    # a kept notebook's cells are those of the run that produced it: only executed ones count
+    cells = {n: cell_timings(out_dir / f"{n}.ipynb") for n in notebooks if n not in reused}
     return {
         "notebooks": notebooks,
+        "cells": {n: c for n, c in cells.items() if c},
         "notebooks_s": round(sum(notebooks.values()), 2),
         "status": status,
         "reused": reused,
