@@ -110,6 +110,9 @@ def test_faithfulness_is_never_shown_without_answered_rate_and_f1():
     assert head == "faithfulness 1.00 · answered 0.52 · answer F1 0.083"
     text = readings.faithfulness_reading({"extractive": a}, 0.75).data
     assert "answered rate 0.52" in text and "answer F1 0.083 (95 % CI 0.057–0.121)" in text
+    assert "+filter" not in text
+    both = readings.faithfulness_reading({"extractive": a, "local+gbnf+filter": a}, 0.75).data
+    assert "(local+gbnf+filter) kept only the sentences this judge supports" in both
 
 
 def test_answers_are_shortened_and_repeated_lines_collapsed():

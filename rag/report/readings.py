@@ -671,6 +671,14 @@ def faithfulness_reading(per_answerer: dict[str, Any], judge_ba: float) -> Any:
                 "numbers can be trusted."
             )
         )
+    filtered = [n for n in per_answerer if n.endswith("+filter")]
+    if filtered:
+        text += (
+            f" The `+filter` rows ({', '.join(filtered)}) kept only the sentences this judge "
+            "supports and are graded by the same judge, so their faithfulness is high by "
+            "construction; what they show is the answered rate, citation recall and negative "
+            "rejection left after filtering."
+        )
     return _md(text)
 
 
