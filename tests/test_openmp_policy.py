@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from rag.errors import ConfigError
+from rag.llm.settings import WORKERS_ENV, LLMSettings
 from rag.report import sweep
 from rag.report.runner import KERNEL_ENV
 
@@ -35,7 +37,7 @@ def test_import_leaves_the_policy_alone():
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for var in (*sweep.THREAD_ENV, "OMP_WAIT_POLICY"):
+    for var in (*sweep.THREAD_ENV, "OMP_WAIT_POLICY", WORKERS_ENV):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 
@@ -44,12 +46,21 @@ def test_cells_beside_each_other_wait_passively_with_their_share_of_threads(clea
     sweep.share_cores(1, beside_others=True)
     assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
     assert all(os.environ[v] == "1" for v in sweep.THREAD_ENV)
+    # and no pinned local-model shards of its own: one llama.cpp instance
+    assert LLMSettings().local_workers == 1
 
 
 def test_a_lone_cell_keeps_the_default_policy(clean_env):
     sweep.share_cores(2, beside_others=False)
     assert "OMP_WAIT_POLICY" not in os.environ
     assert os.environ["OMP_NUM_THREADS"] == "2"
+    assert LLMSettings().local_workers == 2
+
+
+def test_a_bad_workers_variable_is_named(clean_env):
+    clean_env.setenv(WORKERS_ENV, "two")
+    with pytest.raises(ConfigError, match="RAG_LOCAL_WORKERS='two'"):
+        LLMSettings()
 
 
 def test_settings_from_the_user_win(clean_env):

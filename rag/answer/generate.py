@@ -31,7 +31,6 @@ from typing import Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from tqdm.auto import tqdm
 
 from rag.answer.claims import parse_answer, parse_citations, split_sentences
 from rag.answer.context import Context
@@ -42,6 +41,7 @@ from rag.errors import ConfigError, LLMError
 from rag.index.bm25 import Tokenizer, TokenizerSettings
 from rag.ir import EmbedderLike
 from rag.llm.base import ChatModel, Message
+from rag.llm.shard import sharded_map
 from rag.text.sentences import split_sentences as split_text
 
 logger = logging.getLogger(__name__)
@@ -321,6 +321,11 @@ class LLMAnswerer:
         self.max_sentences = max_sentences
 
     @property
+    def shards(self) -> int:
+        """Pinned shards :func:`answer_all` may use (the model's, since a call is all it does)."""
+        return int(getattr(self.chat_model, "shards", 1))
+
+    @property
     def prompt_version(self) -> str:
         """The version string that enters the cache key and the traces."""
         base = CLOSED_BOOK_VERSION if self.closed_book else PROMPT_VERSION
@@ -515,6 +520,11 @@ class QuoteAnswerer:
         self.repeat_penalty = repeat_penalty
         self.name = name
         self.prompt_version = QUOTE_VERSION
+
+    @property
+    def shards(self) -> int:
+        """Pinned shards :func:`answer_all` may use (the model's, since a call is all it does)."""
+        return int(getattr(self.chat_model, "shards", 1))
 
     def _budget(self, quotes: list[Quote], yes_no: bool) -> int:
         longest = sorted((len(f"{q.text} [{q.n}].".encode()) for q in quotes), reverse=True)
@@ -783,6 +793,11 @@ def answer_all(
 ) -> dict[str, Answer]:
     """Answer every question from its precomputed context, in the order of ``questions``.
 
+    An answerer whose only work is local-model calls says how many pinned shards it may use
+    (``shards``: :attr:`rag.llm.model.CachedChatModel.shards`); its questions are then dealt to
+    them by :func:`rag.llm.shard.sharded_map` (fixed shards, so the answers do not depend on
+    timing). Others answer in order in the calling thread.
+
     Raises:
         ConfigError: a question has no context (contexts are built once, before any answerer).
     """
@@ -792,10 +807,15 @@ def answer_all(
             f"no context for {len(missing)} question(s), e.g. {missing[:3]}; build contexts for "
             "every question first (build_contexts)"
         )
-    out = {}
-    for qid in tqdm(questions, desc=answerer.name, disable=not progress):
-        out[qid] = answerer.answer(questions[qid], contexts[qid])
-    return out
+    qids = list(questions)
+    answers = sharded_map(
+        lambda q: answerer.answer(questions[q], contexts[q]),
+        qids,
+        getattr(answerer, "shards", 1),
+        desc=answerer.name,
+        progress=progress,
+    )
+    return dict(zip(qids, answers, strict=True))
 
 
 def answer_each(

@@ -133,6 +133,108 @@ def bench_weights(
     return res
 
 
+def bench_shards(
+    *,
+    n_prompts: int = 8,
+    answer_tokens: int = 64,
+    weights: Weights = "bf16",
+    out: str | None = "outputs/bench/llm_shards.json",
+) -> dict[str, Any]:
+    """Calls per second of the local model: one instance (2 or 1 threads) in order, against
+    2 single-thread instances run by :func:`rag.llm.shard.sharded_map` (pinned), and the same
+    2 instances in 2 unpinned threads.
+
+    ``n_prompts`` distinct ~1,500-token prompts (each starts differently, so no prompt-prefix
+    reuse), ``answer_tokens`` forced tokens each. Also says whether every configuration wrote
+    the same answers as the first (greedy decoding; llama.cpp splits a matrix product's rows
+    between threads, so the thread count need not change a number).
+    """
+    import threading
+
+    from rag.llm.shard import current_slot, sharded_map
+
+    prompts = []
+    for i in range(n_prompts):
+        m = long_prompt()
+        m[1]["content"] = f"Document {i}: " + m[1]["content"][i * 7 :]
+        prompts.append(m)
+
+    def call(b: LocalBackend) -> Callable[[list[dict[str, str]]], str]:
+        def run(m: list[dict[str, str]]) -> str:
+            return b.generate(m, max_tokens=answer_tokens, min_tokens=answer_tokens)[0]  # type: ignore[arg-type]
+
+        return run
+
+    def unpinned(b: LocalBackend) -> list[str]:
+        from rag.llm import shard
+
+        res: dict[int, str] = {}
+
+        def worker(slot: int) -> None:
+            shard._STATE.slot = slot
+            for i in range(slot, len(prompts), 2):
+                res[i] = call(b)(prompts[i])
+
+        ts = [threading.Thread(target=worker, args=(s,)) for s in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return [res[i] for i in range(len(prompts))]
+
+    configs: list[tuple[str, int, int, str]] = [
+        ("1 instance x 2 threads, in order", 2, 1, "order"),
+        ("1 instance x 1 thread, in order", 1, 1, "order"),
+        ("2 instances x 1 thread, pinned shards", 2, 2, "sharded"),
+        ("2 instances x 1 thread, unpinned threads", 2, 2, "unpinned"),
+    ]
+    rows, ref = [], None
+    load0 = os.getloadavg()[0]
+    for label, threads, workers, how in configs:
+        b = LocalBackend(
+            "llama_cpp", threads=threads, weights=weights, reuse_prefix=False, workers=workers
+        )
+        # load every instance first (in its own shard, as a sharded run would)
+        sharded_map(
+            lambda _, b=b: b._load(current_slot()), list(range(workers)), workers, progress=False
+        )
+        t0 = time.perf_counter()
+        if how == "order":
+            texts = [call(b)(m) for m in prompts]
+        elif how == "sharded":
+            texts = sharded_map(call(b), prompts, workers, progress=False)
+        else:
+            texts = unpinned(b)
+        sec = time.perf_counter() - t0
+        ref = ref or texts
+        rows.append(
+            {
+                "config": label,
+                "threads_per_instance": b.instance_threads,
+                "instances": workers,
+                "seconds": round(sec, 2),
+                "calls_per_min": round(60 * len(prompts) / sec, 1),
+                "same_answers_as_first": texts == ref,
+            }
+        )
+    base = rows[0]["seconds"]
+    for r in rows:
+        r["speedup_vs_first"] = round(base / r["seconds"], 2)
+    res: dict[str, Any] = {
+        "machine_loadavg_1m_before": round(load0, 2),
+        "cpus": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "weights": weights,
+        "prompts": n_prompts,
+        "answer_tokens": answer_tokens,
+        "rows": rows,
+    }
+    if out:
+        write_json(res, out)
+    return res
+
+
 def _timed(fn: Callable[[], object]) -> float:
     t = time.perf_counter()
     fn()
@@ -232,6 +334,9 @@ if __name__ == "__main__":
 
     if sys.argv[1:2] == ["weights"]:
         for row in bench_weights()["formats"]:
+            print(row)
+    elif sys.argv[1:2] == ["shards"]:
+        for row in bench_shards()["rows"]:
             print(row)
     else:
         run_bench(tuple(sys.argv[1:]) or ("llama_cpp", "transformers"))  # type: ignore[arg-type]

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 _SDK = {"openai": "openai", "anthropic": "anthropic", "groq": "groq"}
 
 #: One local backend per (engine, threads, weights), so several model objects share loaded weights.
-_LOCAL: dict[tuple[str, int, str], LocalBackend] = {}
+_LOCAL: dict[tuple[str, int, str, int], LocalBackend] = {}
 
 
 def _unavailable_reason(provider: str, settings: LLMSettings, keys: ApiKeys) -> str | None:
@@ -149,9 +149,14 @@ def make_chat_model(
         raise ProviderUnavailable(f"model {name!r} ({spec.provider}) unavailable: {why}")
     backend: Backend
     if spec.provider == "local":
-        k = (resolve_engine(settings.local_backend), settings.local_threads, settings.local_weights)
+        k = (
+            resolve_engine(settings.local_backend),
+            settings.local_threads,
+            settings.local_weights,
+            settings.local_workers,
+        )
         if k not in _LOCAL:
-            _LOCAL[k] = LocalBackend(k[0], threads=settings.local_threads, weights=k[2])
+            _LOCAL[k] = LocalBackend(k[0], threads=k[1], weights=k[2], workers=k[3])
         backend = _LOCAL[k]
     else:
         secret = keys.get(spec.provider)

@@ -57,6 +57,7 @@ from typing import Any, Literal
 from rag.errors import ConfigError, ProviderUnavailable
 from rag.llm.base import Message
 from rag.llm.model import RawCompletion
+from rag.llm.shard import current_slot
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,7 @@ def converted_gguf(weights: Weights, source: Path | None = None) -> Path:
     import llama_cpp
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = _FTYPES[weights]
     params.allow_requantize = True
@@ -347,6 +348,7 @@ class LocalBackend:
         threads: int = 2,
         reuse_prefix: bool = True,
         weights: Weights = "q4_1",
+        workers: int = 1,
     ) -> None:
         """``reuse_prefix`` (llama.cpp): keep the model states of earlier prompts in RAM and
         evaluate only the part of a new prompt after the longest prefix already evaluated. The
@@ -359,6 +361,11 @@ class LocalBackend:
         (:func:`converted_gguf`, made at first load). A copy gives other floating-point results
         than the Q4_1 kernels, so its answers are cached under their own key
         (``weights_tag``). transformers dequantises the Q4_1 file itself and ignores it.
+
+        ``workers`` (llama.cpp): model instances kept, one per shard of
+        :func:`rag.llm.shard.sharded_map`; a call uses the instance of its thread's slot
+        (:func:`rag.llm.shard.current_slot`, 0 outside a sharded map). With more than one, each
+        instance gets ``threads // workers`` threads (at least 1). transformers keeps one model.
         """
         if (why := engine_missing(engine)) is not None:
             raise ProviderUnavailable(f"local model unavailable: {why}")
@@ -371,12 +378,25 @@ class LocalBackend:
         self.weights_tag: str | None = None if self.weights == "q4_1" else self.weights
         self.supports_json_mode = engine == "llama_cpp"
         self.supports_grammar = engine == "llama_cpp"
-        self._lock = threading.Lock()
-        self._model: Any = None
+        if workers < 1:
+            raise ConfigError(f"local workers={workers}: must be >= 1")
+        self.workers = workers if engine == "llama_cpp" else 1
+        self._locks = [threading.Lock() for _ in range(self.workers)]
+        self._models: list[Any] = [None] * self.workers
         self._tok: Any = None
 
-    def _load(self) -> None:
-        if self._model is not None:
+    @property
+    def instance_threads(self) -> int:
+        """Threads of each model instance: all of ``threads`` for one, else an even share."""
+        return self.threads if self.workers == 1 else max(1, self.threads // self.workers)
+
+    @property
+    def _model(self) -> Any:
+        """The model of the calling thread's slot (loaded or None)."""
+        return self._models[current_slot() % self.workers]
+
+    def _load(self, slot: int = 0) -> None:
+        if self._models[slot] is not None:
             return
         t0 = time.perf_counter()
         if self.engine == "transformers":
@@ -386,28 +406,30 @@ class LocalBackend:
             torch.set_num_threads(self.threads)
             d, f = str(self.path.parent), self.path.name
             self._tok = AutoTokenizer.from_pretrained(d, gguf_file=f, local_files_only=True)
-            self._model = AutoModelForCausalLM.from_pretrained(
+            self._models[slot] = AutoModelForCausalLM.from_pretrained(
                 d, gguf_file=f, local_files_only=True, dtype=torch.float32
             ).eval()
         else:
             from llama_cpp import Llama
 
-            self._model = Llama(
+            model = Llama(
                 model_path=str(converted_gguf(self.weights, self.path)),
                 n_ctx=CONTEXT_TOKENS,
-                n_threads=self.threads,
+                n_threads=self.instance_threads,
                 seed=0,
                 verbose=False,
             )
             if self.reuse_prefix:
                 from llama_cpp import LlamaRAMCache
 
-                self._model.set_cache(LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES))
+                model.set_cache(LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES // self.workers))
+            self._models[slot] = model
         log.info(
-            "loaded %s (%s weights) with %s in %.1fs",
+            "loaded %s (%s weights) with %s in slot %d in %.1fs",
             self.path.name,
             self.weights,
             self.engine,
+            slot,
             time.perf_counter() - t0,
         )
 
@@ -462,8 +484,9 @@ class LocalBackend:
                 f"grammar / repeat_penalty need the llama_cpp engine, not {self.engine!r}; "
                 "install llama-cpp-python or set local_backend='llama_cpp'"
             )
-        with self._lock:
-            self._load()
+        slot = current_slot() % self.workers
+        with self._locks[slot]:
+            self._load(slot)
             if self.engine == "transformers":
                 return self._generate_hf(messages, max_tokens, stop, min_tokens)
             return self._generate_llama(

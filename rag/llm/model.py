@@ -96,6 +96,13 @@ class CachedChatModel:
         """Whether ``json_mode=True`` is honoured by this provider."""
         return self._backend.supports_json_mode
 
+    @property
+    def shards(self) -> int:
+        """How many pinned shards a caller may run this model's calls in
+        (:func:`rag.llm.shard.sharded_map`): the local backend's model instances, else 1 (API
+        models have their own ``concurrency`` in :meth:`complete_many`)."""
+        return int(getattr(self._backend, "workers", 1))
+
     def complete(
         self,
         messages: list[Message],

@@ -1,0 +1,110 @@
+"""Pinned shards for local-model calls (rag.llm.shard): order, pinning, errors, the same answers."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from rag.llm.shard import cpu_slices, current_slot, sharded_map, usable_cpus
+
+TWO_CPUS = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(usable_cpus()) < 2, reason="needs 2 usable CPUs"
+)
+
+
+def test_cpu_slices_are_disjoint_contiguous_and_never_empty():
+    assert cpu_slices(2, [0, 1, 2, 3, 4]) == [[0, 1, 2], [3, 4]]
+    assert cpu_slices(2, [3, 7]) == [[3], [7]]
+    assert cpu_slices(4, [0, 1]) == [[0], [1]]  # fewer CPUs than shards: fewer shards
+    assert cpu_slices(1, [0, 1]) == [[0, 1]]
+
+
+def test_one_worker_is_the_plain_loop_in_the_calling_thread():
+    me = threading.get_ident()
+    seen = sharded_map(lambda x: (x * x, threading.get_ident(), current_slot()), [1, 2, 3], 1)
+    assert seen == [(1, me, 0), (4, me, 0), (9, me, 0)]
+
+
+@TWO_CPUS
+def test_items_go_round_robin_to_pinned_shards_and_results_keep_their_order():
+    before = os.sched_getaffinity(0)
+    cpus = usable_cpus()
+    slices = cpu_slices(2, cpus)
+
+    def probe(x: int) -> tuple[int, int, frozenset[int], str]:
+        return (
+            x,
+            current_slot(),
+            frozenset(os.sched_getaffinity(0)),
+            threading.current_thread().name,
+        )
+
+    out = sharded_map(probe, list(range(7)), 2, progress=False)
+    assert [x for x, *_ in out] == list(range(7))
+    assert [slot for _, slot, _, _ in out] == [i % 2 for i in range(7)]
+    for _, slot, aff, _ in out:
+        assert aff == frozenset(slices[slot])
+    # one thread per shard, neither of them the caller's
+    assert {(slot, name) for _, slot, _, name in out} == {(0, "shard-0"), (1, "shard-1")}
+    # the caller keeps its own affinity and slot
+    assert os.sched_getaffinity(0) == before and current_slot() == 0
+
+
+@TWO_CPUS
+def test_a_failing_item_is_raised_after_both_shards_stop():
+    done: list[int] = []
+    lock = threading.Lock()
+
+    def f(x: int) -> int:
+        if x == 3:
+            raise ValueError(f"bad item {x}")
+        with lock:
+            done.append(x)
+        return x
+
+    with pytest.raises(ValueError, match="bad item 3"):
+        sharded_map(f, list(range(20)), 2, progress=False)
+    # each shard stopped at (or soon after) its failure instead of running to the end
+    assert max(done) < 19
+
+
+def test_more_workers_than_items_is_fine():
+    assert sharded_map(str, [5], 8, progress=False) == ["5"]
+    assert sharded_map(str, [], 2, progress=False) == []
+
+
+@TWO_CPUS
+def test_sharded_local_answers_equal_the_one_instance_answers():
+    """Two single-thread llama.cpp instances in pinned shards write what one 2-thread instance
+    writes, question for question, and each instance serves its own shard."""
+    pytest.importorskip("llama_cpp")
+    from rag.answer.context import assemble_context
+    from rag.answer.generate import LLMAnswerer, answer_all
+    from rag.llm.local import LocalBackend
+    from rag.llm.model import CachedChatModel
+    from rag.llm.registry import get_model
+    from rag.llm.settings import LLMSettings
+    from tests.test_answer_offline import TEXT1, TEXT2, hit
+
+    questions = {
+        "q1": "Does RoBERTa keep next sentence prediction?",
+        "q2": "Which n-gram lengths are extracted?",
+        "q3": "What is removed from the pretraining objective?",
+        "q4": "Which features are extracted from the text?",
+    }
+    c = assemble_context([hit("c1", 0.9, TEXT1), hit("c2", 0.8, TEXT2)])
+    contexts = dict.fromkeys(questions, c)
+    spec = get_model("smollm2-135m")
+
+    def answers(backend: LocalBackend) -> dict[str, str]:
+        model = CachedChatModel(spec, backend, LLMSettings(), cache=None, meter=None)
+        a = LLMAnswerer(model, max_tokens=24, name="local")
+        return {q: x.text for q, x in answer_all(a, questions, contexts, progress=False).items()}
+
+    one = LocalBackend("llama_cpp", weights="bf16", workers=1)
+    two = LocalBackend("llama_cpp", weights="bf16", workers=2)
+    assert two.instance_threads == 1 and one.instance_threads == 2
+    assert answers(two) == answers(one)
+    assert all(m is not None for m in two._models)  # both instances were used
