@@ -14,9 +14,10 @@ import sys
 import pytest
 
 from rag.errors import ConfigError
-from rag.llm.settings import WORKERS_ENV, LLMSettings
+from rag.llm.settings import LLMSettings
 from rag.report import sweep
 from rag.report.runner import KERNEL_ENV
+from rag.shard import SHARDS_ENV
 
 PROBE = "import rag, os; print(os.environ.get('OMP_WAIT_POLICY', '<unset>'))"
 
@@ -37,7 +38,7 @@ def test_import_leaves_the_policy_alone():
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for var in (*sweep.THREAD_ENV, "OMP_WAIT_POLICY", WORKERS_ENV):
+    for var in (*sweep.THREAD_ENV, "OMP_WAIT_POLICY", SHARDS_ENV):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 
@@ -58,8 +59,8 @@ def test_a_lone_cell_keeps_the_default_policy(clean_env):
 
 
 def test_a_bad_workers_variable_is_named(clean_env):
-    clean_env.setenv(WORKERS_ENV, "two")
-    with pytest.raises(ConfigError, match="RAG_LOCAL_WORKERS='two'"):
+    clean_env.setenv(SHARDS_ENV, "two")
+    with pytest.raises(ConfigError, match="RAG_SHARDS='two'"):
         LLMSettings()
 
 

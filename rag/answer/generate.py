@@ -41,7 +41,7 @@ from rag.errors import ConfigError, LLMError
 from rag.index.bm25 import Tokenizer, TokenizerSettings
 from rag.ir import EmbedderLike
 from rag.llm.base import ChatModel, Message
-from rag.llm.shard import sharded_map
+from rag.shard import sharded_map
 from rag.text.sentences import split_sentences as split_text
 
 logger = logging.getLogger(__name__)
@@ -795,7 +795,7 @@ def answer_all(
 
     An answerer whose only work is local-model calls says how many pinned shards it may use
     (``shards``: :attr:`rag.llm.model.CachedChatModel.shards`); its questions are then dealt to
-    them by :func:`rag.llm.shard.sharded_map` (fixed shards, so the answers do not depend on
+    them by :func:`rag.shard.sharded_map` (fixed shards, so the answers do not depend on
     timing). Others answer in order in the calling thread.
 
     Raises:

@@ -141,7 +141,7 @@ def bench_shards(
     out: str | None = "outputs/bench/llm_shards.json",
 ) -> dict[str, Any]:
     """Calls per second of the local model: one instance (2 or 1 threads) in order, against
-    2 single-thread instances run by :func:`rag.llm.shard.sharded_map` (pinned), and the same
+    2 single-thread instances run by :func:`rag.shard.sharded_map` (pinned), and the same
     2 instances in 2 unpinned threads.
 
     ``n_prompts`` distinct ~1,500-token prompts (each starts differently, so no prompt-prefix
@@ -151,7 +151,7 @@ def bench_shards(
     """
     import threading
 
-    from rag.llm.shard import current_slot, sharded_map
+    from rag.shard import current_slot, sharded_map
 
     prompts = []
     for i in range(n_prompts):
@@ -166,7 +166,7 @@ def bench_shards(
         return run
 
     def unpinned(b: LocalBackend) -> list[str]:
-        from rag.llm import shard
+        from rag import shard
 
         res: dict[int, str] = {}
 

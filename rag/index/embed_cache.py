@@ -12,7 +12,7 @@ import hashlib
 import logging
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from rag.errors import IndexBuildError
 from rag.index.embed import Embedder, normalise
 from rag.paths import cache_dir
+from rag.shard import sharded_map, torch_threads
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,10 @@ def embed_texts(
 
     Only texts not yet cached for ``embedder.fingerprint`` are sent to the model, longest first
     in blocks (similar lengths batch with little padding); each block is committed before the
-    next, so an interrupted run keeps its work. Identical texts are embedded once.
+    next, so an interrupted run keeps its work. Identical texts are embedded once. An embedder
+    with ``passage_shards`` > 1 has that many blocks encoded at a time, each in its own pinned
+    thread with one PyTorch thread (:mod:`rag.shard`): the same blocks as in order, so the same
+    vectors.
 
     Args:
         ids: one id per text (validated for alignment; used in messages).
@@ -105,6 +109,7 @@ def embed_texts(
     for i, k in enumerate(keys):
         first.setdefault(k, i)
     block = block_size or max(128, 8 * int(getattr(embedder, "batch_size", 32)))
+    shards = max(1, int(getattr(embedder, "passage_shards", 1)))
 
     def run(con: sqlite3.Connection | None) -> None:
         found = _lookup(con, list(first), dim) if con is not None else {}
@@ -121,26 +126,35 @@ def embed_texts(
         bar = tqdm(
             total=len(todo), desc=f"embed {embedder.name}", unit="text", disable=not show_progress
         )
+        blocks = [todo[s : s + block] for s in range(0, len(todo), block)]
+
+        def encode(part: list[bytes]) -> np.ndarray:
+            return np.asarray(
+                embedder.encode_passages([texts[first[k]] for k in part]), dtype=np.float32
+            )
+
         with bar:
-            for s in range(0, len(todo), block):
-                part = todo[s : s + block]
-                vecs = embedder.encode_passages([texts[first[k]] for k in part])
-                vecs = np.asarray(vecs, dtype=np.float32)
-                if vecs.shape != (len(part), dim):
-                    raise IndexBuildError(
-                        f"embedder {embedder.name!r} returned shape {vecs.shape} for "
-                        f"{len(part)} texts (dim {dim}), e.g. id {ids[first[part[0]]]!r}"
-                    )
-                vecs = normalise(vecs)
-                for k, v in zip(part, vecs, strict=True):
-                    found[k] = v
-                if con is not None:
-                    con.executemany(
-                        "INSERT OR REPLACE INTO vec VALUES (?, ?)",
-                        [(k, v.tobytes()) for k, v in zip(part, vecs, strict=True)],
-                    )
-                    con.commit()
-                bar.update(len(part))
+            # a round is one block per shard, encoded side by side (rag.shard), then committed
+            for r in range(0, len(blocks), shards):
+                parts = blocks[r : r + shards]
+                with torch_threads(1) if len(parts) > 1 else nullcontext():
+                    encoded = sharded_map(encode, parts, shards, progress=False)
+                for part, vecs in zip(parts, encoded, strict=True):
+                    if vecs.shape != (len(part), dim):
+                        raise IndexBuildError(
+                            f"embedder {embedder.name!r} returned shape {vecs.shape} for "
+                            f"{len(part)} texts (dim {dim}), e.g. id {ids[first[part[0]]]!r}"
+                        )
+                    vecs = normalise(vecs)
+                    for k, v in zip(part, vecs, strict=True):
+                        found[k] = v
+                    if con is not None:
+                        con.executemany(
+                            "INSERT OR REPLACE INTO vec VALUES (?, ?)",
+                            [(k, v.tobytes()) for k, v in zip(part, vecs, strict=True)],
+                        )
+                        con.commit()
+                    bar.update(len(part))
         for i, k in enumerate(keys):
             out[i] = found[k]
 

@@ -57,7 +57,7 @@ from typing import Any, Literal
 from rag.errors import ConfigError, ProviderUnavailable
 from rag.llm.base import Message
 from rag.llm.model import RawCompletion
-from rag.llm.shard import current_slot
+from rag.shard import current_slot
 
 log = logging.getLogger(__name__)
 
@@ -363,8 +363,8 @@ class LocalBackend:
         (``weights_tag``). transformers dequantises the Q4_1 file itself and ignores it.
 
         ``workers`` (llama.cpp): model instances kept, one per shard of
-        :func:`rag.llm.shard.sharded_map`; a call uses the instance of its thread's slot
-        (:func:`rag.llm.shard.current_slot`, 0 outside a sharded map). With more than one, each
+        :func:`rag.shard.sharded_map`; a call uses the instance of its thread's slot
+        (:func:`rag.shard.current_slot`, 0 outside a sharded map). With more than one, each
         instance gets ``threads // workers`` threads (at least 1). transformers keeps one model.
         """
         if (why := engine_missing(engine)) is not None:

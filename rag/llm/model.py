@@ -99,7 +99,7 @@ class CachedChatModel:
     @property
     def shards(self) -> int:
         """How many pinned shards a caller may run this model's calls in
-        (:func:`rag.llm.shard.sharded_map`): the local backend's model instances, else 1 (API
+        (:func:`rag.shard.sharded_map`): the local backend's model instances, else 1 (API
         models have their own ``concurrency`` in :meth:`complete_many`)."""
         return int(getattr(self._backend, "workers", 1))
 

@@ -15,23 +15,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from rag.errors import ConfigError
+from rag.shard import default_shards
 
 log = logging.getLogger(__name__)
-
-#: Environment variable that sets :attr:`LLMSettings.local_workers`'s default.
-WORKERS_ENV = "RAG_LOCAL_WORKERS"
-
-
-def _env_int(var: str, default: int) -> int:
-    raw = os.environ.get(var, "").strip()
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"${var}={raw!r}: expected a whole number such as 1 or 2") from None
-
 
 #: Environment variable holding each remote provider's API key.
 KEY_ENV: dict[str, str] = {
@@ -78,14 +64,14 @@ class LLMSettings(BaseModel):
     )
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model.")
     local_workers: int = Field(
-        default_factory=lambda: _env_int(WORKERS_ENV, 2),
+        default_factory=default_shards,
         ge=1,
         le=64,
-        description="llama.cpp instances for sharded calls (rag.llm.shard): answerers and "
+        description="llama.cpp instances for sharded calls (rag.shard): answerers and "
         "retrievers that map many prompts run one pinned shard per instance, each with "
         "local_threads // local_workers threads (2 single-thread instances: ~1.3x the calls "
         "per second of one 2-thread instance on 2 cores); 1: one instance, calls in order. "
-        f"Default: ${WORKERS_ENV} or 2 (`rag sweep` sets 1 for cells run side by side).",
+        "Default: $RAG_SHARDS or 2 (`rag sweep` sets 1 for cells run side by side).",
     )
     local_weights: Literal["q4_1", "f16", "bf16"] = Field(
         "bf16",

@@ -38,9 +38,9 @@ from tqdm.auto import tqdm
 from rag import paths
 from rag.errors import ConfigError, NotebookError
 from rag.index.ray_embed import start_ray
-from rag.llm.settings import WORKERS_ENV
 from rag.report import profiles, publish, runner, sweep_config, sweep_page, sweep_results
 from rag.report.fingerprint import code_version  # the report runner keys its notebooks on it too
+from rag.shard import SHARDS_ENV
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def share_cores(threads: int, *, beside_others: bool) -> None:
     if beside_others:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         # the cell already shares the cores with other cells: no pinned shards of its own
-        os.environ.setdefault(WORKERS_ENV, "1")
+        os.environ.setdefault(SHARDS_ENV, "1")
 
 
 def read_manifest(cell_dir: Path) -> dict[str, Any] | None:

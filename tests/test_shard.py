@@ -1,4 +1,4 @@
-"""Pinned shards for local-model calls (rag.llm.shard): order, pinning, errors, the same answers."""
+"""Pinned shards for local-model calls (rag.shard): order, pinning, errors, the same answers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from rag.llm.shard import cpu_slices, current_slot, sharded_map, usable_cpus
+from rag.shard import cpu_slices, current_slot, sharded_map, usable_cpus
 
 TWO_CPUS = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(usable_cpus()) < 2, reason="needs 2 usable CPUs"
@@ -108,3 +108,59 @@ def test_sharded_local_answers_equal_the_one_instance_answers():
     assert two.instance_threads == 1 and one.instance_threads == 2
     assert answers(two) == answers(one)
     assert all(m is not None for m in two._models)  # both instances were used
+
+
+class BlockRecorder:
+    """A fake embedder that records each block it is given and the thread that encoded it."""
+
+    dim = 3
+    fingerprint = "fake:blocks"
+    name = "blocks"
+    batch_size = 2
+
+    def __init__(self, shards: int) -> None:
+        self.passage_shards = shards
+        self.calls: list[tuple[tuple[str, ...], str]] = []
+
+    def encode_passages(self, texts: list[str]):
+        import numpy as np
+
+        self.calls.append((tuple(texts), threading.current_thread().name))
+        return np.array([[len(t), t.count("a") + 1, 1.0] for t in texts], dtype=np.float32)
+
+
+@TWO_CPUS
+def test_embed_texts_shards_the_same_blocks_and_returns_the_same_vectors():
+    import numpy as np
+
+    from rag.index.embed_cache import embed_texts
+
+    texts = [("a" * (i % 7)) + "b" * i for i in range(1, 40)]
+    ids = [str(i) for i in range(len(texts))]
+    one, two = BlockRecorder(1), BlockRecorder(2)
+    v1 = embed_texts(ids, texts, one, cache=False, show_progress=False, block_size=8)
+    v2 = embed_texts(ids, texts, two, cache=False, show_progress=False, block_size=8)
+    assert np.array_equal(v1, v2)
+    # the same blocks (longest first), dealt to the two shards in turn
+    assert sorted(b for b, _ in two.calls) == sorted(b for b, _ in one.calls)
+    assert {name for _, name in one.calls} == {"MainThread"}
+    # 5 blocks: two rounds of two side by side, the last block alone in the caller's thread
+    assert [name for _, name in two.calls].count("MainThread") == 1
+    assert {name for _, name in two.calls} == {"shard-0", "shard-1", "MainThread"}
+
+
+@TWO_CPUS
+def test_real_minilm_fp32_vectors_do_not_change_when_sharded():
+    import numpy as np
+
+    from rag.index.embed import load_embedder
+    from rag.index.embed_cache import embed_texts
+
+    texts = [f"Passage {i} about retrieval, chunking and {i * 3} dense vectors." for i in range(24)]
+    ids = [str(i) for i in range(len(texts))]
+    m = load_embedder("minilm-fp32")
+    m.passage_shards = 1
+    v1 = embed_texts(ids, texts, m, cache=False, show_progress=False, block_size=8)
+    m.passage_shards = 2
+    v2 = embed_texts(ids, texts, m, cache=False, show_progress=False, block_size=8)
+    np.testing.assert_allclose(v1, v2, atol=1e-6)

@@ -1,12 +1,19 @@
-"""Local-model calls on both cores: fixed shards, one pinned thread and one model per shard.
+"""Both cores for work that one process does poorly on two threads: fixed, pinned shards.
 
-Why: llama.cpp barely uses a second thread on a model as small as SmolLM2-135M. Measured on
-the 2-core AMD EPYC of this lab (``python -m rag.bench.llm shards`` ->
-``outputs/bench/llm_shards.json``, 8 distinct ~1,500-token prompts, 64 forced answer tokens,
-bf16 weights, idle machine): one instance with 2 threads 36.3 s, with 1 thread 35.5 s; two
-single-thread instances in two threads pinned to their own core 26.5 s (1.37x), unpinned
-30.1 s (1.21x). All four wrote the same answers. (Two unpinned single-thread *processes* did
-far worse: each call ~3x slower.)
+Why: on this lab's 2-core AMD EPYC, small models barely use a second thread, yet two
+single-thread workers, each in a thread pinned to its own core, do clearly more.
+Measured here (idle machine):
+
+- SmolLM2-135M on llama.cpp (``python -m rag.bench.llm shards`` ->
+  ``outputs/bench/llm_shards.json``; 8 distinct ~1,500-token prompts, 64 forced answer tokens,
+  bf16 weights): one instance with 2 threads 36.3 s, with 1 thread 35.5 s; two single-thread
+  instances in two pinned threads 26.5 s (1.37x), unpinned 30.1 s (1.21x). All four wrote the
+  same answers. (Two unpinned single-thread *processes* did far worse: each call ~3x slower.)
+- MiniLM passages (``python -m rag.bench.passages shards`` ->
+  ``outputs/bench/passage_shards.json``; 1,024 SciFact abstracts through ``embed_texts``): fp32
+  57.9 s in order with 2 threads, 50.5 s in 2 pinned shards (1.15x); bf16 26.4 s vs 27.2 s
+  (0.97x: bf16 autocast does use both threads). Identical vectors both ways. So only fp32
+  passages (the judge's, and every passage on a CPU without bf16) are sharded.
 
 How: :func:`sharded_map` deals the items out round-robin (item ``i`` to shard ``i % n``), runs
 each shard in order in its own thread, pinned (``os.sched_setaffinity`` on the calling thread)
@@ -16,6 +23,9 @@ shard always talks to the same model instance. Same items, same shards, same ord
 instance: the answers are the same on every run (each instance's prompt-prefix reuse sees the
 same sequence of prompts), and a question sent to several answerers in turn lands on the same
 instance each time, so the prefix evaluated for the first answerer is reused by the next.
+:func:`rag.index.embed_cache.embed_texts` shards its blocks the same way, with PyTorch at one
+thread per shard (:func:`torch_threads`), so each block is the batch it would be in order
+(fp32 embedders only, see above).
 
 Latency per call is wall time while the other shard runs too (~1.4x a call alone); throughput is
 what improves.
@@ -24,14 +34,41 @@ what improves.
 from __future__ import annotations
 
 import os
+import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TypeVar
 
 from tqdm.auto import tqdm
 
+from rag.errors import ConfigError
+
 T = TypeVar("T")
 R = TypeVar("R")
+
+#: Environment variable: how many pinned shards the lab may use (default 2; 1 turns them off,
+#: as ``rag sweep`` does for cells that already run side by side).
+SHARDS_ENV = "RAG_SHARDS"
+
+
+def default_shards() -> int:
+    """``$RAG_SHARDS`` or 2.
+
+    Raises:
+        ConfigError: the variable is set to something other than a whole number >= 1.
+    """
+    raw = os.environ.get(SHARDS_ENV, "").strip()
+    if not raw:
+        return 2
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(f"${SHARDS_ENV}={raw!r}: expected a whole number >= 1, such as 1 or 2")
+    return n
+
 
 _STATE = threading.local()
 
@@ -127,3 +164,19 @@ def sharded_map(
     if errors:
         raise errors[min(errors)]
     return [results[i] for i in range(len(items))]
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """PyTorch's intra-op thread count set to ``n`` inside the block, restored after (nothing
+    when PyTorch is not imported: nothing here would use it)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
