@@ -6,9 +6,11 @@ Measured here (idle machine):
 
 - SmolLM2-135M on llama.cpp (``python -m rag.bench.llm shards`` ->
   ``outputs/bench/llm_shards.json``; 8 distinct ~1,500-token prompts, 64 forced answer tokens,
-  bf16 weights): one instance with 2 threads 36.3 s, with 1 thread 35.5 s; two single-thread
-  instances in two pinned threads 26.5 s (1.37x), unpinned 30.1 s (1.21x). All four wrote the
-  same answers. (Two unpinned single-thread *processes* did far worse: each call ~3x slower.)
+  bf16 weights): one instance with 2 threads 42.3 s, with 1 thread 57.0 s; two single-thread
+  instances in two pinned threads 28.4 s (1.49x the 2-thread instance), unpinned 29.5 s. All
+  four wrote the same answers. (Two unpinned single-thread *processes* did far worse, each call
+  ~3x slower, measured by hand; and a first version that left llama-cpp-python's prompt threads
+  at its default, every CPU, gained only 1.37x.)
 - MiniLM passages (``python -m rag.bench.passages shards`` ->
   ``outputs/bench/passage_shards.json``; 1,024 SciFact abstracts through ``embed_texts``): fp32
   57.9 s in order with 2 threads, 50.5 s in 2 pinned shards (1.15x); bf16 26.4 s vs 27.2 s
@@ -78,6 +80,11 @@ def current_slot() -> int:
     return getattr(_STATE, "slot", 0)
 
 
+def in_shard() -> bool:
+    """Whether the calling thread is one of :func:`sharded_map`'s pinned shard threads."""
+    return getattr(_STATE, "sharded", False)
+
+
 def usable_cpus() -> list[int]:
     """The CPUs this process may run on, sorted (all of ``os.cpu_count()`` where affinity is
     not supported)."""
@@ -130,7 +137,7 @@ def sharded_map(
     lock = threading.Lock()
 
     def run(slot: int, cpus: list[int]) -> None:
-        _STATE.slot = slot
+        _STATE.slot, _STATE.sharded = slot, True
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, cpus)  # pid 0 = this thread (Linux)
         for i in range(slot, len(items), len(slices)):

@@ -108,6 +108,13 @@ def test_sharded_local_answers_equal_the_one_instance_answers():
     assert two.instance_threads == 1 and one.instance_threads == 2
     assert answers(two) == answers(one)
     assert all(m is not None for m in two._models)  # both instances were used
+    # inside a shard a call ran on its one core; from the main thread it may use both
+    import llama_cpp
+
+    ctx = two._models[0]._ctx.ctx
+    assert llama_cpp.llama_n_threads(ctx) == 1
+    two.generate([{"role": "user", "content": "Say hi."}], max_tokens=2)
+    assert llama_cpp.llama_n_threads(ctx) == 2 and llama_cpp.llama_n_threads_batch(ctx) == 2
 
 
 class BlockRecorder:

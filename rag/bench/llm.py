@@ -171,7 +171,7 @@ def bench_shards(
         res: dict[int, str] = {}
 
         def worker(slot: int) -> None:
-            shard._STATE.slot = slot
+            shard._STATE.slot, shard._STATE.sharded = slot, True
             for i in range(slot, len(prompts), 2):
                 res[i] = call(b)(prompts[i])
 

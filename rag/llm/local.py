@@ -57,7 +57,7 @@ from typing import Any, Literal
 from rag.errors import ConfigError, ProviderUnavailable
 from rag.llm.base import Message
 from rag.llm.model import RawCompletion
-from rag.shard import current_slot
+from rag.shard import current_slot, in_shard
 
 log = logging.getLogger(__name__)
 
@@ -364,8 +364,9 @@ class LocalBackend:
 
         ``workers`` (llama.cpp): model instances kept, one per shard of
         :func:`rag.shard.sharded_map`; a call uses the instance of its thread's slot
-        (:func:`rag.shard.current_slot`, 0 outside a sharded map). With more than one, each
-        instance gets ``threads // workers`` threads (at least 1). transformers keeps one model.
+        (:func:`rag.shard.current_slot`, 0 outside a sharded map). With more than one, a call
+        from a shard thread runs on ``threads // workers`` threads (at least 1), any other call
+        on all ``threads``. transformers keeps one model.
         """
         if (why := engine_missing(engine)) is not None:
             raise ProviderUnavailable(f"local model unavailable: {why}")
@@ -415,7 +416,10 @@ class LocalBackend:
             model = Llama(
                 model_path=str(converted_gguf(self.weights, self.path)),
                 n_ctx=CONTEXT_TOKENS,
+                # both set: llama-cpp-python's own default for the batch (prompt) threads is
+                # every CPU, which would put 2 threads on a shard's single pinned core
                 n_threads=self.instance_threads,
+                n_threads_batch=self.instance_threads,
                 seed=0,
                 verbose=False,
             )
@@ -548,6 +552,9 @@ class LocalBackend:
         if repeat_penalty is not None:
             extra["repeat_penalty"] = float(repeat_penalty)
 
+        # a shard's instance runs on its own core; a call from anywhere else may use them all
+        n = self.instance_threads if in_shard() else self.threads
+        llama_cpp.llama_set_n_threads(llm._ctx.ctx, n, n)
         if not self.reuse_prefix:
             llm.reset()  # no reuse of a previous prompt's KV cache: each call is timed in full
         llama_cpp.llama_perf_context_reset(llm._ctx.ctx)

@@ -69,7 +69,7 @@ class LLMSettings(BaseModel):
         le=64,
         description="llama.cpp instances for sharded calls (rag.shard): answerers and "
         "retrievers that map many prompts run one pinned shard per instance, each with "
-        "local_threads // local_workers threads (2 single-thread instances: ~1.3x the calls "
+        "local_threads // local_workers threads (2 single-thread instances: 1.49x the calls "
         "per second of one 2-thread instance on 2 cores); 1: one instance, calls in order. "
         "Default: $RAG_SHARDS or 2 (`rag sweep` sets 1 for cells run side by side).",
     )
