@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import pickle
 import time
 from collections.abc import Sequence
@@ -467,7 +468,7 @@ class OfflineJudge:
         logger.info("training the %s judge on %s", self.settings.version, paths.display(train))
         fitted = fit_judge(rows, self.embedder, self.settings)
         fitted.meta.update({"key": key, "versions": _versions(), "train": paths.display(train)})
-        tmp = store.with_suffix(".tmp")
+        tmp = store.with_name(f".{store.name}.{os.getpid()}.tmp")  # one per process
         with tmp.open("wb") as f:
             pickle.dump(fitted, f, protocol=4)
         tmp.replace(store)
