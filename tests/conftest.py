@@ -60,6 +60,7 @@ def build_tiny_bert(folder, words, *, classifier: bool, max_positions: int = 64)
     return model, tok
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the group marks
 def pytest_collection_modifyitems(config, items):
     """Under ``pytest -n N --dist loadgroup`` (``make test``), every test that reads the session's
     smoke report runs on one worker, so the report is executed once, not once per worker; the
