@@ -6,9 +6,6 @@ PROFILE ?= default
 REPORT_ARGS ?=
 # extra bench-report flags, e.g. make bench-report BENCH_ARGS=--phases=cold,warm
 BENCH_ARGS ?=
-# pytest-xdist workers for `make test`: the smoke report (the longest fixture) runs on one while
-# the other tests run on the rest (tests/conftest.py groups the report's readers); 1 = serial
-TEST_WORKERS ?= 2
 # llama-cpp-python compiles llama.cpp from source (PyPI has no wheel): skip its multimodal library
 # (mtmd/llava), which nothing here loads; measured build 4 min 21 s on 2 cores without it
 LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
@@ -28,7 +25,7 @@ report: setup  ## run all notebooks on PROFILE (default: default) and render out
 	$(BIN)/rag report --profile $(PROFILE) $(REPORT_ARGS)
 
 test: setup  ## the offline test suite, smoke-profile notebooks included (what CI runs)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest
 
 test-slow: setup  ## real corpus / real models: the slow tier
 	$(BIN)/python -m pytest -m slow

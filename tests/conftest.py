@@ -58,13 +58,3 @@ def build_tiny_bert(folder, words, *, classifier: bool, max_positions: int = 64)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return model, tok
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the group marks
-def pytest_collection_modifyitems(config, items):
-    """Under ``pytest -n N --dist loadgroup`` (``make test``), every test that reads the session's
-    smoke report runs on one worker, so the report is executed once, not once per worker; the
-    other tests share the remaining workers while it runs."""
-    for item in items:
-        if "smoke_run" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("smoke"))
