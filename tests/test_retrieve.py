@@ -8,6 +8,7 @@ brute-force inner product, term-overlap scoring), not mocks.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 
 import numpy as np
@@ -36,6 +37,7 @@ from rag.retrieval.retrievers import (
     run_queries,
 )
 from rag.retrieval.variants import LLMVariants, rule_variants
+from rag.shard import current_slot, in_shard, usable_cpus
 from rag.types import Chunk, Hit
 from tests.fakechat import FakeChatModel
 
@@ -527,3 +529,33 @@ def test_extra_rerank_rows_share_the_hybrid_pool(parts):
     hits = rows["rerank:prefers-p4"].retrieve("dense retrieval", 5)
     assert rr.seen == [6] and len(hits) == 5
     assert rerank_rows({}, comps, settings) == {}
+
+
+class SlotRecordingLLM:
+    """The echo LLM behind a local-style ``shards`` count, recording which pinned shard (slot
+    and CPU set) made each call."""
+
+    def __init__(self, shards: int) -> None:
+        self.inner, self.shards, self.calls = echo_llm(), shards, []
+        self.name = self.inner.name
+
+    def complete(self, messages, **kw):
+        self.calls.append((current_slot(), in_shard(), tuple(sorted(os.sched_getaffinity(0)))))
+        return self.inner.complete(messages, **kw)
+
+
+@pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs two CPUs to pin two shards")
+def test_hyde_queries_run_in_pinned_shards_with_the_same_runs_as_one_at_a_time(parts):
+    store, emb, di, _ = parts
+    queries = {f"q{i}": q for i, q in enumerate(
+        ["What is BM25?", "How does dense retrieval work?", "What is rank fusion?",
+         "How is BM25 normalised?", "Who trains dual encoders?"])}  # fmt: skip
+    serial_llm, sharded_llm = SlotRecordingLLM(1), SlotRecordingLLM(2)
+    one = run_queries(HyDERetriever(serial_llm, emb, di, store), queries, 4, show_progress=False)
+    two = run_queries(HyDERetriever(sharded_llm, emb, di, store), queries, 4, show_progress=False)
+    assert dict(two) == dict(one) and list(two) == list(queries)
+    assert set(two.latency_ms) == set(queries) and all(v > 0 for v in two.latency_ms.values())
+    assert {in_shard for _, in_shard, _ in serial_llm.calls} == {False}
+    slots = {slot: cpus for slot, shard, cpus in sharded_llm.calls if shard}
+    assert len(sharded_llm.calls) == len(queries) and set(slots) == {0, 1}
+    assert len(slots[0]) == len(slots[1]) == 1 and slots[0] != slots[1]  # one core each
