@@ -26,7 +26,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from tqdm.auto import tqdm
 
 from rag.errors import ConfigError, RetrievalError
 from rag.index.store import ChunkStore
@@ -389,11 +388,8 @@ def run_queries(
         return hits, (time.perf_counter() - t0) * 1000.0
 
     items = [(str(q), t) for q, t in queries.items()]
-    shards = int(getattr(retriever, "shards", 1))
-    if shards > 1:
-        results = sharded_map(one, items, shards, desc=retriever.name, progress=show_progress)
-    else:
-        results = [one(x) for x in tqdm(items, desc=retriever.name, disable=not show_progress)]
+    shards = int(getattr(retriever, "shards", 1))  # 1: the plain loop in this thread
+    results = sharded_map(one, items, shards, desc=retriever.name, progress=show_progress)
     runs = QueryRuns()
     for (qid, _), (hits, ms) in zip(items, results, strict=True):
         runs.latency_ms[qid] = ms
