@@ -73,6 +73,10 @@ _FTYPES = {"f16": 1, "bf16": 32}
 #: RAM for llama.cpp states kept for prompt-prefix reuse (one state of a ~1,300-token prompt of
 #: SmolLM2-135M is ~30 MB: room for every question of notebook 05, whose answerers share prompts).
 PREFIX_CACHE_BYTES = 4 << 30
+#: One model load at a time in this process: llama-cpp-python silences llama.cpp's load by
+#: pointing file descriptors 1 and 2 at /dev/null and back; two shards loading at once could each
+#: save the other's /dev/null as "the original" and leave the process's stdout and stderr silenced.
+_LOAD_LOCK = threading.Lock()
 
 
 def find_gguf() -> Path:
@@ -191,6 +195,56 @@ class Timing:
     #: prompt tokens actually evaluated (llama.cpp; fewer than ``prompt_tokens`` when a prefix
     #: was reused); -1 when the engine does not say
     evaluated_tokens: int = -1
+
+
+def lean_states(model: Any) -> None:
+    """Make ``model``'s prefix-cache states hold the KV cache only, not a copy of its logits buffer.
+
+    llama-cpp-python's ``save_state`` / ``load_state`` also copy ``Llama.scores``: ``n_batch`` x
+    vocabulary floats (512 x 49,152 = 100 MB for SmolLM2), zeroed by a mask on every load. Without
+    ``logits_all`` nothing reads those rows (sampling reads the context's logits, and a restored
+    state always re-evaluates at least the prompt's last token), so the copies bought nothing and
+    cost ~0.4-0.6 s of every cached-prefix call, and kept 100 MB per cached state outside the
+    cache's byte budget. The KV state, token ids and seed are saved and restored as before, so the
+    answers are the same (``tests/test_local_llm.py`` compares them).
+    """
+    import ctypes
+
+    import llama_cpp
+    import numpy as np
+    from llama_cpp.llama import LlamaState
+
+    if model._logits_all:
+        return  # the scores are real there (logprobs): keep llama-cpp-python's own states
+    ctx = model._ctx.ctx
+    no_scores = np.empty((0, model.n_vocab()), dtype=np.single)
+
+    def save_state() -> Any:
+        size = llama_cpp.llama_state_get_size(ctx)
+        buf = (ctypes.c_uint8 * int(size))()
+        n = int(llama_cpp.llama_state_get_data(ctx, buf, size))
+        if n > int(size):
+            raise RuntimeError("llama.cpp wrote more state than it sized")
+        return LlamaState(
+            input_ids=model.input_ids.copy(),
+            scores=no_scores,
+            n_tokens=model.n_tokens,
+            llama_state=bytes(memoryview(buf)[:n]),
+            llama_state_size=n,
+            seed=model._seed,
+        )
+
+    def load_state(state: Any) -> None:
+        model.input_ids = state.input_ids.copy()
+        model.n_tokens = state.n_tokens
+        model._requires_eval = True
+        model._seed = state.seed
+        size = state.llama_state_size
+        buf = (ctypes.c_uint8 * size).from_buffer_copy(state.llama_state)
+        if llama_cpp.llama_state_set_data(ctx, buf, size) != size:
+            raise RuntimeError("llama.cpp did not restore the whole state")
+
+    model.save_state, model.load_state = save_state, load_state
 
 
 def _check_context(n_in: int, max_tokens: int) -> None:
@@ -399,6 +453,10 @@ class LocalBackend:
     def _load(self, slot: int = 0) -> None:
         if self._models[slot] is not None:
             return
+        with _LOAD_LOCK:
+            self._load_locked(slot)
+
+    def _load_locked(self, slot: int) -> None:
         t0 = time.perf_counter()
         if self.engine == "transformers":
             import torch
@@ -426,6 +484,7 @@ class LocalBackend:
             if self.reuse_prefix:
                 from llama_cpp import LlamaRAMCache
 
+                lean_states(model)
                 model.set_cache(LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES // self.workers))
             self._models[slot] = model
         log.info(
