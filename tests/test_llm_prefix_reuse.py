@@ -49,7 +49,7 @@ def test_a_repeated_prompt_is_not_evaluated_again_and_answers_do_not_change(back
         assert again.evaluated_tokens < 5, again
 
 
-def test_a_cached_state_holds_the_kv_cache_without_the_logits_buffer_and_restores_the_same(backends):
+def test_a_cached_state_keeps_the_kv_cache_not_the_logits_and_restores_the_same(backends):
     """lean_states: no 100 MB copy of Llama.scores per cached prompt, the same continuation."""
     from llama_cpp import Llama
 
