@@ -208,6 +208,17 @@ def test_fuse_prefix_wraps_any_reranker(tmp_path):
         load_reranker(f"fuse:cross-encoder:{tmp_path / 'none'}")
 
 
+def test_the_rerank_rows_model_is_loaded_only_when_the_profile_has_that_row(tmp_path):
+    from rag.report.readings import components
+    from rag.retrieval.registry import reranker_for
+
+    missing = f"cross-encoder:{tmp_path / 'none'}"  # would raise if anything tried to load it
+    assert reranker_for(["dense", "bm25", "hybrid"], missing) is None
+    with pytest.raises(ConfigError, match="not available locally"):
+        reranker_for(["hybrid", "rerank"], missing)
+    assert "no `rerank` row" in components(None, [], "smollm2-135m", {}).data
+
+
 # -- conformance: one contract over every reranker (like the retriever one in test_retrieve) ----
 
 CONTRACT_QUERY = "dense passage retrieval"

@@ -344,10 +344,15 @@ def scifact_reproduction(
     )
 
 
-def components(reranker: str, compared: list[str], llm: str, not_run: dict[str, str]) -> Any:
-    """What this run's second stage and LLM actually are (the method text describes the default)."""
+def components(
+    reranker: str | None, compared: list[str], llm: str, not_run: dict[str, str]
+) -> Any:
+    """What this run's second stage and LLM actually are (the method text describes the default).
+
+    ``reranker`` is None when the profile has no ``rerank`` row (nothing was loaded for it).
+    """
     return _md(
-        f"**This run:** the `rerank` row is `{reranker}`"
+        (f"**This run:** the `rerank` row is `{reranker}`" if reranker else "**This run:** no `rerank` row")
         + (
             f"; also compared over the same pool: {_join([f'`{c}`' for c in compared])}"
             if compared

@@ -38,6 +38,15 @@ def load_reranker(name: str) -> Reranker:
     return EmbedderReranker([load_embedder(p) for p in parts])
 
 
+def reranker_for(retrievers: Sequence[str], name: str) -> Reranker | None:
+    """The ``rerank`` row's second stage, loaded only when ``retrievers`` has a ``rerank`` row.
+
+    Loading costs seconds (e5-small: ~7 s to expand its weights), which a profile without the
+    row (the default report's) should not pay.
+    """
+    return load_reranker(name) if "rerank" in retrievers else None
+
+
 def load_rerankers(names: Sequence[str]) -> tuple[dict[str, Reranker], dict[str, str]]:
     """Load each named reranker once; those that cannot load are returned as ``{name: reason}``."""
     loaded: dict[str, Reranker] = {}
