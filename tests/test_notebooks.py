@@ -86,6 +86,9 @@ def test_retrieval_metrics(smoke_run):
     names = {"dense", "bm25", "hybrid", "rerank", "multi-query", "hyde"}
     for dataset in ("scifact", "qasper"):
         assert names <= set(m[dataset]), dataset
+    # the smoke profile, like the default one, leaves HyDE out on SciFact: listed as not run
+    assert m["scifact"]["hyde"] == {"not_run": "not run on SciFact in this profile"}
+    ran = {"scifact": names - {"hyde"}, "qasper": names, "gold": names}
     assert names <= set(m["corpus_gold"]["chunk"])
     for name in names:
         block = m["corpus_gold"]["chunk"][name]
@@ -108,7 +111,7 @@ def test_retrieval_metrics(smoke_run):
     pool = m["components"]["settings"]["rerank_pool"]
     blocks = {"scifact": m["scifact"], "qasper": m["qasper"], "gold": m["corpus_gold"]["chunk"]}
     for dataset, block in blocks.items():
-        for name in names:
+        for name in ran[dataset]:
             # by construction: a deeper cut holds every document of a shallower one
             r = [block[name][f"recall@{k}"]["mean"] for k in (5, 10, 20, 100)]
             assert r == sorted(r), (dataset, name, r)
