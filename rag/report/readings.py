@@ -352,7 +352,8 @@ def components(
     ``reranker`` is None when the profile has no ``rerank`` row (nothing was loaded for it).
     """
     return _md(
-        (f"**This run:** the `rerank` row is `{reranker}`" if reranker else "**This run:** no `rerank` row")
+        "**This run:** "
+        + (f"the `rerank` row is `{reranker}`" if reranker else "no `rerank` row")
         + (
             f"; also compared over the same pool: {_join([f'`{c}`' for c in compared])}"
             if compared
