@@ -12,7 +12,7 @@ LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup report test test-slow bench bench-scale bench-sweep bench-rerank bench-report ict lab lint check-params clean-smoke
+.PHONY: setup report test test-slow judge bench bench-scale bench-sweep bench-rerank bench-report ict lab lint check-params clean-smoke
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,6 +29,9 @@ test: setup  ## the offline test suite, smoke-profile notebooks included (what C
 
 test-slow: setup  ## real corpus / real models: the slow tier
 	$(BIN)/python -m pytest -m slow
+
+judge: setup  ## refit the offline judges on SciFact train (full + the smoke profile's 240 pairs) and pin them in data/judge/ (~3 min)
+	$(BIN)/python -m rag.judge.pinned
 
 bench: setup  ## throughput and latency benchmarks (not tests)
 	$(BIN)/rag bench

@@ -428,7 +428,10 @@ class OfflineJudge:
     Args:
         settings: judge settings.
         embedder: an injected :class:`Embedder`; the packaged MiniLM when ``None``.
-        fitted: an already fitted model (tests); otherwise loaded from the cache or trained.
+        fitted: an already fitted model (tests); otherwise the pinned judge of
+            ``data/judge/`` when it was fitted on the same inputs, else loaded from the cache or
+            trained (:mod:`rag.judge.pinned`).
+        fit_only: ignore the pinned file and the cache and fit (what ``make judge`` pins).
     """
 
     def __init__(
@@ -436,6 +439,8 @@ class OfflineJudge:
         settings: OfflineJudgeSettings | None = None,
         embedder: Embedder | None = None,
         fitted: FittedJudge | None = None,
+        *,
+        fit_only: bool = False,
     ) -> None:
         self.settings = settings or OfflineJudgeSettings()
         # fp32 MiniLM, whatever the index's default: the validated numbers (SciFact dev BA,
@@ -443,7 +448,7 @@ class OfflineJudge:
         self.embedder = embedder or minilm(
             batch_size=self.settings.batch_size, passage_backend="torch"
         )
-        self.fitted = fitted or self._load_or_fit()
+        self.fitted = fitted or self._load_or_fit(fit_only)
         self.version: str = self.settings.version
         self.name = f"{self.version}:{self.fitted.meta.get('key', 'custom')}"
 
@@ -451,12 +456,30 @@ class OfflineJudge:
         p = Path(self.settings.train_path)
         return p if p.is_absolute() else paths.shared_dir() / p
 
-    def _load_or_fit(self) -> FittedJudge:
+    def _load_or_fit(self, fit_only: bool = False) -> FittedJudge:
+        from rag.judge import pinned
+
         train = self._train_path()
         rows = first_claims(read_pairs(train), self.settings.train_limit)
-        key = artifact_key(train.read_bytes(), self.embedder.fingerprint, self.settings)
+        train_bytes = train.read_bytes()
+        key = artifact_key(train_bytes, self.embedder.fingerprint, self.settings)
+        #: what a pinned judge must have been fitted on to stand in for this fit
+        self.pin_inputs = pinned.pin_inputs(
+            train_bytes,
+            self.embedder.fingerprint,
+            self.settings,
+            {
+                "artifact": ARTIFACT_VERSION,
+                "features": FEATURE_VERSION,
+                "contrast": CONTRAST_VERSION if self.settings.version == "offline-v2" else "",
+            },
+        )
+        if not fit_only and (
+            fitted := pinned.load(pinned.pin_path(self.settings), self.pin_inputs)
+        ):
+            return fitted
         store = paths.cache_dir("judge") / f"offline-{key}.pkl"
-        if store.exists():
+        if store.exists() and not fit_only:
             try:
                 with store.open("rb") as f:
                     fitted = pickle.load(f)
