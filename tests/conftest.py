@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import rag.evaluation  # noqa: F401  (before any test module imports ranx: its numba mode, see there)
 from rag import paths
 
 

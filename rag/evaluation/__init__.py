@@ -1,2 +1,18 @@
 """Evaluation: gold sets, evidence matching, IR metrics, statistics, SciFact, answer and
-faithfulness grades."""
+faithfulness grades.
+
+ranx's metrics are numba kernels. At this lab's sizes (hundreds of queries x 100 documents)
+compiling them costs far more than it saves: every new process spent seconds to tens of seconds
+compiling numba's typed containers (never cached on disk), and a new venv more for the kernels,
+against a fraction of a second to score the same runs as plain Python (``python -m
+rag.bench.ranx_jit`` -> ``outputs/bench/ranx_jit.json``, which also checks that both modes give
+identical per-query values). So this package, imported before any of its modules imports ranx, lets
+ranx run as plain Python unless numba is already imported or ``NUMBA_DISABLE_JIT`` is set
+(``NUMBA_DISABLE_JIT=0`` keeps the JIT). numba serves only ranx in this project.
+"""
+
+import os as _os
+import sys as _sys
+
+if "numba" not in _sys.modules:
+    _os.environ.setdefault("NUMBA_DISABLE_JIT", "1")
