@@ -10,6 +10,7 @@ import pytest
 
 from rag.answer.calibrate import (
     choose_threshold,
+    held_out_questions,
     held_out_threshold,
     support_threshold,
     without_paper,
@@ -94,5 +95,39 @@ def test_support_threshold_rules():
     assert (t, cal) == (0.6, None) and "judge's own" in how  # OverlapJudge.fitted.threshold
     t, cal, how = support_threshold("held-out", -1.0, *args, **kw)
     assert cal is not None and t == cal.threshold and "1 human QASPER" in how
+    t, cal, how = support_threshold("held-out", -1.0, *args, **kw, source="gold")
+    assert "1 single-paper answerable questions of the gold file outside" in how
     with pytest.raises(ConfigError, match="'dev'"):
         support_threshold("dev", -1.0, *args, **kw)
+    with pytest.raises(ConfigError, match="held-out source 'test'"):
+        support_threshold("held-out", -1.0, *args, **kw, source="test")
+
+
+def _gold(qid, papers, answerable=True):
+    from rag.evaluation.gold import GoldItem
+
+    ev = [{"arxiv_id": p, "page": 1, "quote": "x"} for p in papers] if answerable else []
+    kind = "single-paper" if len(papers) == 1 else "multi-paper"
+    return GoldItem(
+        qid=qid, question=f"question {qid}?", answerable=answerable,
+        answer="a" if answerable else "", answer_type="extractive" if answerable else "none",
+        kind=kind if answerable else "unanswerable",
+        papers=papers if answerable else [], evidence=ev, names_method=False,
+    )  # fmt: skip
+
+
+def test_held_out_gold_questions_never_include_a_graded_one():
+    gold = [_gold("a", ["p1"]), _gold("b", ["p2"]), _gold("c", ["p1", "p2"]), _gold("u", [], False)]
+    got = held_out_questions("gold", gold=gold, in_slice=["a"])
+    # "a" is graded, "c" has two papers (no single paper to remove), "u" has none
+    assert got == {"b": ("question b?", "p2")}
+    assert held_out_questions("gold", gold=gold, in_slice=["a", "b"]) == {}
+
+
+def test_held_out_qasper_questions_are_those_on_the_corpus_papers():
+    from types import SimpleNamespace as NS
+
+    qasper = [NS(qid="x", question="qx", arxiv_id="p1"), NS(qid="y", question="qy", arxiv_id="p9")]
+    assert held_out_questions("qasper", qasper=qasper, papers=["p1"]) == {"x": ("qx", "p1")}
+    with pytest.raises(ConfigError, match="held-out source 'dev'"):
+        held_out_questions("dev")

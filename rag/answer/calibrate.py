@@ -3,9 +3,11 @@
 :class:`rag.answer.generate.SupportExtractiveAnswerer` answers when some source span reaches a
 support threshold and declines otherwise. The judge's own threshold was chosen on SciFact
 claim-vs-abstract pairs, a different decision from "does this context answer this question?".
-Choosing the threshold on the dev gold's own results would be tuning on the test, so it is chosen
-here on a third, human-written set: the QASPER questions on the corpus papers (Dasigi et al.,
-2021), each asked twice with the same retriever and context settings as the answerers:
+Choosing the threshold on the answered slice's own results would be tuning on the test, so it is
+chosen on human questions outside the slice (:data:`SOURCES`, :func:`held_out_questions`): the gold
+file's own single-paper answerable questions that the slice does not contain (``gold``), or the
+QASPER questions on the corpus papers (``qasper``; Dasigi et al., 2021). Each is asked twice with
+the same retriever and context settings as the answerers:
 
 - **answer**: the contexts retrieved from the whole corpus (its paper is there to answer it);
 - **decline**: the contexts retrieved with every chunk of its own paper removed (the question
@@ -20,7 +22,7 @@ BERT?) to a question counted as "decline"; both are stated beside the number.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -164,6 +166,42 @@ def held_out_threshold(
 #: How the support threshold is chosen when no fixed value is given.
 RULES = ("held-out", "judge")
 
+#: Where the held-out questions of the ``held-out`` rule come from.
+SOURCES = {
+    "gold": "single-paper answerable questions of the gold file outside the answered slice",
+    "qasper": "human QASPER questions on the corpus papers",
+}
+
+
+def held_out_questions(
+    source: str,
+    *,
+    gold: Sequence[Any] = (),
+    in_slice: Iterable[str] = (),
+    qasper: Sequence[Any] = (),
+    papers: Iterable[str] = (),
+) -> dict[str, tuple[str, str]]:
+    """``{qid: (question, paper_id)}`` for the ``held-out`` rule.
+
+    ``gold``: the answerable gold items (:class:`rag.evaluation.gold.GoldItem`) with exactly one
+    relevant paper and a qid not in ``in_slice`` (so no held-out question is ever graded);
+    ``qasper``: the QASPER items whose paper is in ``papers``.
+
+    Raises:
+        ConfigError: an unknown source.
+    """
+    if source not in SOURCES:
+        raise ConfigError(f"held-out source {source!r}: use one of {', '.join(SOURCES)}")
+    if source == "qasper":
+        keep = set(papers)
+        return {i.qid: (i.question, i.arxiv_id) for i in qasper if i.arxiv_id in keep}
+    graded = set(in_slice)
+    return {
+        g.qid: (g.question, g.relevant_papers[0])
+        for g in gold
+        if g.answerable and len(g.relevant_papers) == 1 and g.qid not in graded
+    }
+
 
 def support_threshold(
     rule: str,
@@ -175,12 +213,14 @@ def support_threshold(
     k: int,
     settings: ContextSettings,
     titles: Mapping[str, str] | None = None,
+    source: str = "qasper",
 ) -> tuple[float, Calibration | None, str]:
     """``(threshold, calibration or None, how it was chosen)``.
 
     ``value`` in [0, 1] is used as given; a negative ``value`` asks ``rule``: ``held-out``
-    (:func:`held_out_threshold` on ``questions``) or ``judge`` (the judge's own threshold, chosen
-    by cross-validation on SciFact train).
+    (:func:`held_out_threshold` on ``questions``, which came from ``source``, a key of
+    :data:`SOURCES`) or ``judge`` (the judge's own threshold, chosen by cross-validation on
+    SciFact train).
 
     Raises:
         ConfigError: an unknown rule, a value above 1, or ``held-out`` with no questions.
@@ -191,10 +231,12 @@ def support_threshold(
         t = resolve_threshold(judge, value)
         how = "fixed value" if value >= 0 else "the judge's own threshold (CV on SciFact train)"
         return t, None, how
+    if source not in SOURCES:
+        raise ConfigError(f"held-out source {source!r}: use one of {', '.join(SOURCES)}")
     cal = held_out_threshold(judge, retriever, questions, k=k, settings=settings, titles=titles)
     how = (
-        f"held-out: best answer-or-decline balanced accuracy on {cal.n} human QASPER questions "
-        "asked with and without their paper (never the dev gold)"
+        f"held-out: best answer-or-decline balanced accuracy on {cal.n} {SOURCES[source]}, "
+        "asked with and without their paper (never a graded question)"
     )
     return cal.threshold, cal, how
 
@@ -202,9 +244,11 @@ def support_threshold(
 __all__ = [
     "GRID",
     "RULES",
+    "SOURCES",
     "Calibration",
     "best_support",
     "choose_threshold",
+    "held_out_questions",
     "held_out_threshold",
     "support_threshold",
 ]
