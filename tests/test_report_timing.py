@@ -83,6 +83,10 @@ def test_a_failing_command_names_itself_and_its_log(tmp_path):
 def test_machine_describes_the_host():
     m = machine()
     assert m["cpu_count"] == os.cpu_count() and m["python"]
+    assert set(m["cpu_simd"]) <= {"avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni",
+                                  "avx512_bf16", "amx_bf16", "avx_vnni"}  # fmt: skip
+    bf16 = bool({"avx512_bf16", "amx_bf16"} & set(m["cpu_simd"]))
+    assert m["passage_backend"] == ("torch-bf16" if bf16 else "torch")
 
 
 def test_unknown_phase_is_named_before_anything_is_cloned(tmp_path):

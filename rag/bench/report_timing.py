@@ -41,6 +41,10 @@ INSTALL_CMD = ("make", "setup")
 REPORT_CMD = ("make", "report")
 #: The timed runs, in order.
 PHASES = ("cold", "warm", "warm_forced")
+#: The CPU flags recorded with a timing (the SIMD the embedder and llama.cpp pick kernels by).
+SIMD_FLAGS = frozenset(
+    {"avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "avx_vnni"}
+)
 #: Metric keys recorded as stage timings.
 TIME_SUFFIXES = ("_s", "_seconds")
 
@@ -166,9 +170,15 @@ def machine() -> dict[str, Any]:
         mem_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (ValueError, OSError, AttributeError):
         mem_gb = None
+    from rag.index.embed import cpu_flags, default_passage_backend
+
     return {
         "cpu_count": os.cpu_count(),
         "cpu_model": model,
+        # what decides speed and which floating point the models compute in: bf16 passages and
+        # llama.cpp's bf16 kernels need avx512_bf16 / amx_bf16; elsewhere they run on AVX2
+        "cpu_simd": sorted(cpu_flags() & SIMD_FLAGS),
+        "passage_backend": default_passage_backend(),
         "memory_gb": mem_gb,
         "platform": f"{platform.system()} {platform.machine()}",
         "python": platform.python_version(),

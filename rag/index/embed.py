@@ -270,23 +270,28 @@ class SentenceTransformerEmbedder:
         return normalise(self._int8.encode(texts)) if texts else self._encode(texts)
 
 
-def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
-    """True when the CPU has native bf16 matrix instructions (x86 ``avx512_bf16`` or ``amx_bf16``).
-
-    Read from ``/proc/cpuinfo`` (Linux); elsewhere, or when the file cannot be read, False, so
-    the default embedder stays fp32 where bf16 would be emulated (slower than fp32).
-    """
+def cpu_flags(cpuinfo: str | None = None) -> set[str]:
+    """The CPU's feature flags (the first ``flags`` line of ``/proc/cpuinfo``); empty when the
+    file cannot be read (not Linux)."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
         except OSError:
-            return False
-    flags = set()
+            return set()
     for line in cpuinfo.splitlines():
         if line.startswith("flags"):
-            flags.update(line.partition(":")[2].split())
-            break
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
+            return set(line.partition(":")[2].split())
+    return set()
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """True when the CPU has native bf16 matrix instructions (x86 ``avx512_bf16`` or ``amx_bf16``).
+
+    Read from ``/proc/cpuinfo`` (Linux); elsewhere, or when the file cannot be read, False, so
+    the default embedder stays fp32 where bf16 would be emulated (slower than fp32: 2.85 vs 19.0
+    passages/s measured on an AVX2-only EPYC).
+    """
+    return bool(cpu_flags(cpuinfo) & {"avx512_bf16", "amx_bf16"})
 
 
 def default_passage_backend() -> str:
