@@ -1,0 +1,37 @@
+"""The selection rules of rag.bench.extractive_spans on hand-made spans (the bench itself needs the
+corpus and runs outside the test tier)."""
+
+from __future__ import annotations
+
+from rag.answer.support import Span
+from rag.bench.extractive_spans import _distinct, rules, trim_restating
+from rag.index.bm25 import Tokenizer, TokenizerSettings
+
+TOK = Tokenizer(TokenizerSettings(stemmer="english"))
+
+
+def _span(n, pos, text, score):
+    return Span(n, pos, text, False, score, "supported", "")
+
+
+def test_trim_drops_a_leading_clause_that_restates_the_question():
+    q = "How does fastText bound the memory of its n-gram model?"
+    text = "To bound the memory of the n-gram model, we hash n-grams into 2 million buckets"
+    assert trim_restating(TOK, q, text) == "we hash n-grams into 2 million buckets"
+    # a leading clause of more than 4 words with new content stays (a shorter one is dropped)
+    kept = "Using the FNV-1a hashing function from 1991, the model maps n-grams to buckets"
+    assert trim_restating(TOK, q, kept) == kept
+
+
+def test_two_spans_come_from_distinct_sentences_and_novelty_prefers_new_words():
+    q = "Which optimizer trains the model?"
+    passed = [
+        _span(1, 0, "The model is trained with an optimizer", 0.9),
+        _span(1, 0, "trained with an optimizer", 0.9),
+        _span(2, 3, "We use Adam with a learning rate of 0.001", 0.85),
+    ]
+    assert [s.position for s in _distinct(passed, 2)] == [0, 3]
+    novel = rules(TOK)["most novel within 0.1"][0]
+    assert novel(q, passed)[0].n == 2  # within 0.1 of the best and mostly new words
+    published = rules(TOK)["published (best score, ties to the shorter)"][0]
+    assert published(q, passed) == passed[:1]
