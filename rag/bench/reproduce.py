@@ -26,6 +26,7 @@ from typing import Any
 from rag import paths
 from rag.bench import write_json
 from rag.errors import ConfigError
+from rag.jsonl import iter_jsonl
 
 #: Key endings and path parts that measure the machine, not the method.
 TIMING_SUFFIXES = ("_s", "_ms", "_seconds", "per_s", "_utc", "_bytes", "_mb")
@@ -109,9 +110,7 @@ def compare_answers(published: Path, other: Path) -> dict[str, dict[str, int]]:
     the same, from two ``05_faithfulness/traces.jsonl`` files."""
 
     def load(p: Path) -> dict[tuple[str, str], dict[str, Any]]:
-        with p.open(encoding="utf-8") as fh:
-            rows = [json.loads(line) for line in fh if line.strip()]
-        return {(r["answerer"], r["qid"]): r for r in rows}
+        return {(r["answerer"], r["qid"]): r for _, r in iter_jsonl(p, ConfigError)}
 
     a, b = load(published), load(other)
     out: dict[str, dict[str, int]] = {}
@@ -160,10 +159,8 @@ def reproduce(
     traces = Path("05_faithfulness") / "traces.jsonl"
     if (pub / traces).exists() and (oth / traces).exists():
         res["answers"] = compare_answers(pub / traces, oth / traces)
-    for f in ("run.json",):  # which machine the other run was on, when it says
-        if (oth / f).exists():
-            run = json.loads((oth / f).read_text(encoding="utf-8"))
-            res["other_commit"] = run.get("git_commit")
+    if (oth / "run.json").exists():  # the commit the other run executed
+        res["other_commit"] = json.loads((oth / "run.json").read_text("utf-8")).get("git_commit")
     write_json(res, out or f"outputs/bench/reproduction{'_' + label if label else ''}.json")
     return res
 
