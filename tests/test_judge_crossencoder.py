@@ -1,0 +1,79 @@
+"""The judge cross-encoder bench's labelling and training loop (the bench itself fine-tunes on
+judge_train, ~25 min, and runs outside the test tier)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rag.bench.judge_crossencoder import LABELS, fine_tune, predict, read_rows, sentence_pairs
+from rag.errors import ConfigError
+from tests.fakeembed import BowEmbedder
+
+
+def _row(claim, abstract, label, rationales):
+    return {
+        "claim_id": claim[:8],
+        "claim": claim,
+        "abstract": abstract,
+        "doc_id": "d",
+        "label": label,
+        "rationales": [[s] for s in rationales],
+    }
+
+
+def test_rationale_sentences_take_the_pair_label_and_the_rest_are_not_enough_info(
+    tmp_path, tmp_cache
+):
+    lowers = "Aspirin lowers the risk of stroke in adults."
+    abstract = (
+        "Aspirin lowers the risk of stroke in adults. The trial enrolled 400 adults. "
+        "Headaches were rare in both arms."
+    )
+    rows = [
+        _row(
+            "Aspirin lowers stroke risk.",
+            abstract,
+            "SUPPORT",
+            [lowers],
+        ),
+        _row(
+            "Aspirin raises stroke risk.",
+            abstract,
+            "CONTRADICT",
+            [lowers],
+        ),
+        _row("Aspirin cures headaches.", abstract, "NOT_ENOUGH_INFO", []),
+    ]
+    path = tmp_path / "judge.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    read = read_rows(path)
+    assert read[0]["rationales"] == [lowers]
+    pairs = sentence_pairs(read, BowEmbedder(), k=2)
+    assert [len(p) for p in pairs] == [2, 2, 2]
+    first = dict(pairs[0])
+    assert first[lowers] == LABELS.index("SUPPORT")
+    assert dict(pairs[1])[lowers] == LABELS.index("CONTRADICT")
+    assert all(lab == 0 for s, lab in pairs[0] if s != lowers)
+    assert all(lab == 0 for _, lab in pairs[2])
+
+
+def test_an_empty_file_is_a_clear_error(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ConfigError, match="no judge pairs"):
+        read_rows(tmp_path / "empty.jsonl")
+
+
+def test_fine_tuning_fits_a_separable_toy_set_and_keeps_frozen_layers():
+    pairs = [("the drug works", "the drug works well"), ("the drug works", "rain fell in june")] * 8
+    labels = [1, 0] * 8
+    model, tok, log = fine_tune(
+        pairs, labels, epochs=6, freeze_layers=5, lr=1e-3, batch=8, show_progress=False
+    )
+    assert len(log["loss_per_epoch"]) == 6 and log["loss_per_epoch"][-1] < log["loss_per_epoch"][0]
+    probs = predict(model, tok, pairs[:2])
+    assert probs.shape == (2, 3) and np.allclose(probs.sum(1), 1.0, atol=1e-5)
+    assert probs[0, 1] > probs[1, 1]  # the matching sentence scores higher p(SUPPORT)
+    assert not any(p.requires_grad for p in model.bert.encoder.layer[0].parameters())
