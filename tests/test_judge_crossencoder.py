@@ -8,7 +8,15 @@ import json
 import numpy as np
 import pytest
 
-from rag.bench.judge_crossencoder import LABELS, fine_tune, predict, read_rows, sentence_pairs
+from rag.bench.judge_crossencoder import (
+    LABELS,
+    _flat,
+    _pair_max,
+    fine_tune,
+    predict,
+    read_rows,
+    sentence_pairs,
+)
 from rag.errors import ConfigError
 from tests.fakeembed import BowEmbedder
 
@@ -77,3 +85,13 @@ def test_fine_tuning_fits_a_separable_toy_set_and_keeps_frozen_layers():
     assert probs.shape == (2, 3) and np.allclose(probs.sum(1), 1.0, atol=1e-5)
     assert probs[0, 1] > probs[1, 1]  # the matching sentence scores higher p(SUPPORT)
     assert not any(p.requires_grad for p in model.bert.encoder.layer[0].parameters())
+
+
+def test_a_pair_scores_its_best_sentence_and_rows_keep_their_order():
+    rows = [{"claim": "c0"}, {"claim": "c1"}, {"claim": "c2"}]
+    items = [[("a", 1), ("b", 0)], [("c", 2)], [("d", 0), ("e", 0)]]
+    pairs, labels, owner = _flat(items, [2, 0], rows)
+    assert pairs == [("c2", "d"), ("c2", "e"), ("c0", "a"), ("c0", "b")]
+    assert labels == [0, 0, 1, 0] and owner.tolist() == [2, 2, 0, 0]
+    probs = np.array([[0.8, 0.1, 0.1], [0.3, 0.6, 0.1], [0.1, 0.7, 0.2], [0.5, 0.4, 0.1]])
+    assert _pair_max(probs, owner, 3).tolist() == [0.7, 0.0, 0.6]  # row 1 has no sentence here

@@ -170,6 +170,27 @@ def predict(model: Any, tok: Any, pairs: Sequence[tuple[str, str]], max_length: 
     return np.concatenate(out) if out else np.zeros((0, len(LABELS)))
 
 
+def _flat(
+    items: Sequence[list[tuple[str, int]]], idx: Sequence[int], rows: Sequence[dict]
+) -> tuple[list[tuple[str, str]], list[int], np.ndarray]:
+    """(claim, sentence) pairs, their labels and the row each came from, for rows ``idx``."""
+    pairs, labels, owner = [], [], []
+    for i in idx:
+        for sentence, label in items[i]:
+            pairs.append((rows[i]["claim"], sentence))
+            labels.append(label)
+            owner.append(i)
+    return pairs, labels, np.array(owner)
+
+
+def _pair_max(probs: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """Per row (``n`` rows), the highest p(SUPPORT) among its sentences (0 for rows without)."""
+    out = np.zeros(n)
+    for p, o in zip(probs[:, 1], owner, strict=True):
+        out[o] = max(out[o], float(p))
+    return out
+
+
 def _scores(y: np.ndarray, p: np.ndarray) -> dict:
     from sklearn.metrics import roc_auc_score
 
@@ -216,25 +237,12 @@ def run(
     train_idx, test_idx = split[fold]
     sents = sentence_pairs(rows, embedder, k)
 
-    def flat(idx):
-        pairs, labels, owner = [], [], []
-        for i in idx:
-            for s, lab in sents[i]:
-                pairs.append((rows[i]["claim"], s))
-                labels.append(lab)
-                owner.append(i)
-        return pairs, labels, np.array(owner)
-
-    tr_pairs, tr_labels, _ = flat(train_idx)
-    te_pairs, _, te_owner = flat(test_idx)
+    tr_pairs, tr_labels, _ = _flat(sents, train_idx, rows)
+    te_pairs, _, te_owner = _flat(sents, test_idx, rows)
     model, tok, log = fine_tune(
         tr_pairs, tr_labels, epochs=epochs, freeze_layers=freeze_layers, show_progress=show_progress
     )
-    probs = predict(model, tok, te_pairs)
-    ce = {int(i): 0.0 for i in test_idx}
-    for p, o in zip(probs[:, 1], te_owner, strict=True):
-        ce[int(o)] = max(ce[int(o)], float(p))
-    p_ce = np.array([ce[int(i)] for i in test_idx])
+    p_ce = _pair_max(predict(model, tok, te_pairs), te_owner, len(rows))[test_idx]
 
     fitted = fit_judge([rows[i] for i in train_idx], embedder, settings)
     x, _ = featurize(
@@ -354,36 +362,21 @@ def run_cv(
     store = paths.cache_dir("judge_crossencoder", key)
     store.mkdir(parents=True, exist_ok=True)
 
-    def flat(items, idx, source):
-        pairs, labels, owner = [], [], []
-        for i in idx:
-            for s, lab in items[i]:
-                pairs.append((source[i]["claim"], s))
-                labels.append(lab)
-                owner.append(i)
-        return pairs, labels, np.array(owner)
-
-    def pair_max(probs, owner, n):
-        out = np.zeros(n)
-        for p, o in zip(probs[:, 1], owner, strict=True):
-            out[o] = max(out[o], float(p))
-        return out
-
     oof, dev_scores, logs = np.zeros(len(rows)), [], []
-    dev_pairs, _, dev_owner = flat(dev_sents, range(len(dev)), dev)
+    dev_pairs, _, dev_owner = _flat(dev_sents, range(len(dev)), dev)
     for f, (tr, te) in enumerate(folds):
         saved = store / f"fold{f}.npz"
         if saved.exists():
             z = np.load(saved)
             held, dev_f, log = z["held"], z["dev"], json.loads(str(z["log"]))
         else:
-            tr_pairs, tr_labels, _ = flat(sents, tr, rows)
-            te_pairs, _, te_owner = flat(sents, te, rows)
+            tr_pairs, tr_labels, _ = _flat(sents, tr, rows)
+            te_pairs, _, te_owner = _flat(sents, te, rows)
             model, tok, log = fine_tune(
                 tr_pairs, tr_labels, epochs=epochs, show_progress=show_progress
             )
-            held = pair_max(predict(model, tok, te_pairs), te_owner, len(rows))[te]
-            dev_f = pair_max(predict(model, tok, dev_pairs), dev_owner, len(dev))
+            held = _pair_max(predict(model, tok, te_pairs), te_owner, len(rows))[te]
+            dev_f = _pair_max(predict(model, tok, dev_pairs), dev_owner, len(dev))
             part = saved.with_suffix(".part.npz")
             np.savez(part, held=held, dev=dev_f, log=json.dumps(log))
             part.replace(saved)
@@ -419,7 +412,7 @@ def run_cv(
         p = model.predict_proba(x_dev)[:, 1]
         out[name] = {**best, "dev": _dev_card(dev, p >= best["threshold"])}
     # z-score mean: statistics and threshold from the out-of-fold train scores
-    best_f = _stack_cv(feats["train"], y, folds, settings)
+    best_f = out["features"]
     oof_f = np.zeros(len(y))
     for tr, te in folds:
         m = _make_model("logreg", best_f["C"], settings.seed).fit(feats["train"][tr], y[tr])
