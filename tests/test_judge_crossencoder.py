@@ -1,5 +1,5 @@
 """The judge cross-encoder bench's labelling and training loop (the bench itself fine-tunes on
-judge_train, ~25 min, and runs outside the test tier)."""
+judge_train, 11-55 min, and runs outside the test tier)."""
 
 from __future__ import annotations
 

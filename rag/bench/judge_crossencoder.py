@@ -18,8 +18,8 @@ abstract on both sides of the cut); SciFact dev is never read.
 Both are scored on the held-out part by ROC AUC (threshold-free) and by balanced accuracy at the
 best threshold on that part (optimistic for both, equally), and so is the mean of their z-scores
 (does the cross-encoder add anything to the features?).
-Writes ``outputs/bench/judge_crossencoder.json``. Full fine-tuning of the six layers for 4 epochs:
-~25 min on 2 cores.
+Writes ``outputs/bench/judge_crossencoder.json``: one fine-tune, ~11 min on 2 cores. ``--cv``
+(:func:`run_cv`): five of them, ~55 min, then dev once (``judge_crossencoder_cv.json``).
 """
 
 from __future__ import annotations
