@@ -20,6 +20,10 @@ best threshold on that part (optimistic for both, equally), and so is the mean o
 (does the cross-encoder add anything to the features?).
 Writes ``outputs/bench/judge_crossencoder.json``: one fine-tune, ~11 min on 2 cores. ``--cv``
 (:func:`run_cv`): five of them, ~55 min, then dev once (``judge_crossencoder_cv.json``).
+
+Why this module is long: the sentence labelling, the fine-tune, the one-fold comparison and the
+cross-fitted stacking share one pair builder, one fold split and one recipe version (the cache key
+of the per-fold scores); split apart, a fold's cached scores could come from another recipe.
 """
 
 from __future__ import annotations
