@@ -204,6 +204,17 @@ def _scores(y: np.ndarray, p: np.ndarray) -> dict:
     return {"auc": round(float(roc_auc_score(y, p)), 4), "ba_best_threshold": round(ba, 4)}
 
 
+def _folds(rows: Sequence[dict], settings: Any, n_splits: int) -> tuple[np.ndarray, list]:
+    """SUPPORT labels and the offline judge's grouped, stratified folds of ``rows``."""
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    from rag.judge.offline import cv_groups
+
+    y = np.array([r["label"] == "SUPPORT" for r in rows])
+    split = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=settings.seed)
+    return y, list(split.split(np.zeros(len(rows)), y, cv_groups(rows, settings.cv_groups)))
+
+
 def _z(p: np.ndarray) -> np.ndarray:
     return (p - p.mean()) / (p.std() or 1.0)
 
@@ -220,10 +231,8 @@ def run(
     show_progress: bool = True,
 ) -> dict:
     """Fine-tune on the other folds, score fold ``fold`` against the offline-v2 features."""
-    from sklearn.model_selection import StratifiedGroupKFold
-
     from rag.index.embed import minilm
-    from rag.judge.offline import OfflineJudgeSettings, cv_groups, featurize, fit_judge
+    from rag.judge.offline import OfflineJudgeSettings, featurize, fit_judge
 
     t0 = time.perf_counter()
     rows = read_rows(train_path)
@@ -231,13 +240,7 @@ def run(
         rows = rows[:limit]
     settings = OfflineJudgeSettings()
     embedder = minilm(passage_backend="torch")  # the judge's own fp32 features
-    y = np.array([r["label"] == "SUPPORT" for r in rows])
-    groups = cv_groups(rows, settings.cv_groups)
-    split = list(
-        StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=settings.seed).split(
-            np.zeros(len(rows)), y, groups
-        )
-    )
+    y, split = _folds(rows, settings, folds)
     train_idx, test_idx = split[fold]
     sents = sentence_pairs(rows, embedder, k)
 
@@ -283,12 +286,15 @@ def run(
     }
 
 
-def _stack_cv(x: np.ndarray, y: np.ndarray, folds, settings: Any) -> dict:
+def _stack_cv(
+    x: np.ndarray, y: np.ndarray, x_dev: np.ndarray, folds, settings: Any
+) -> tuple[dict, np.ndarray, np.ndarray]:
     """The offline judge's logistic-regression choice (C grid, threshold maximising balanced
-    accuracy) on grouped out-of-fold predictions of train: chosen C, threshold, CV BA."""
+    accuracy) on grouped out-of-fold predictions of train: (chosen C, threshold and CV BA; the
+    chosen model's out-of-fold train probabilities; its dev probabilities, fitted on all train)."""
     from rag.judge.offline import _best_threshold, _make_model
 
-    best = None
+    best, best_oof = None, None
     for c in settings.logreg_c:
         oof = np.zeros(len(y))
         for tr, te in folds:
@@ -297,8 +303,9 @@ def _stack_cv(x: np.ndarray, y: np.ndarray, folds, settings: Any) -> dict:
             )
         t, ba = _best_threshold(y, oof)
         if best is None or ba > best["cv_ba"] + 1e-12:
-            best = {"C": c, "threshold": t, "cv_ba": round(ba, 4)}
-    return best
+            best, best_oof = {"C": c, "threshold": t, "cv_ba": round(ba, 4)}, oof
+    model = _make_model("logreg", best["C"], settings.seed).fit(x, y)
+    return best, best_oof, model.predict_proba(x_dev)[:, 1]
 
 
 def _dev_card(rows: Sequence[dict], supported: np.ndarray) -> dict:
@@ -340,11 +347,11 @@ def run_cv(
     import hashlib
     import json
 
-    from sklearn.model_selection import StratifiedGroupKFold
+    from sklearn.metrics import roc_auc_score
 
     from rag.index.embed import minilm
     from rag.judge.features import compute_idf
-    from rag.judge.offline import OfflineJudgeSettings, cv_groups, featurize
+    from rag.judge.offline import OfflineJudgeSettings, _best_threshold, featurize
 
     t0 = time.perf_counter()
     rows, dev = read_rows(train_path), read_rows(dev_path)
@@ -352,13 +359,7 @@ def run_cv(
         rows, dev = rows[:limit], dev[:limit]
     settings = OfflineJudgeSettings()
     embedder = minilm(passage_backend="torch")
-    y = np.array([r["label"] == "SUPPORT" for r in rows])
-    groups = cv_groups(rows, settings.cv_groups)
-    folds = list(
-        StratifiedGroupKFold(
-            n_splits=settings.cv_folds, shuffle=True, random_state=settings.seed
-        ).split(np.zeros(len(rows)), y, groups)
-    )
+    y, folds = _folds(rows, settings, settings.cv_folds)
     sents, dev_sents = sentence_pairs(rows, embedder, k), sentence_pairs(dev, embedder, k)
     key = hashlib.sha256(
         json.dumps([RECIPE, k, epochs, [r["claim"] + r["abstract"] for r in rows + dev]]).encode()
@@ -400,9 +401,8 @@ def run_cv(
         )[0]
         for name, part in (("train", rows), ("dev", dev))
     }
-    from rag.judge.offline import _best_threshold, _make_model
-
     out: dict[str, Any] = {}
+    probs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name, x_tr, x_dev in (
         ("features", feats["train"], feats["dev"]),
         (
@@ -411,25 +411,16 @@ def run_cv(
             np.c_[feats["dev"], ce_dev],
         ),
     ):
-        best = _stack_cv(x_tr, y, folds, settings)
-        model = _make_model("logreg", best["C"], settings.seed).fit(x_tr, y)
-        p = model.predict_proba(x_dev)[:, 1]
+        best, oof_p, p = _stack_cv(x_tr, y, x_dev, folds, settings)
         out[name] = {**best, "dev": _dev_card(dev, p >= best["threshold"])}
+        probs[name] = (oof_p, p)
     # z-score mean: statistics and threshold from the out-of-fold train scores
-    best_f = out["features"]
-    oof_f = np.zeros(len(y))
-    for tr, te in folds:
-        m = _make_model("logreg", best_f["C"], settings.seed).fit(feats["train"][tr], y[tr])
-        oof_f[te] = m.predict_proba(feats["train"][te])[:, 1]
-    full = _make_model("logreg", best_f["C"], settings.seed).fit(feats["train"], y)
-    dev_f = full.predict_proba(feats["dev"])[:, 1]
+    oof_f, dev_f = probs["features"]
     (mf, sf), (mc, sc) = (oof_f.mean(), oof_f.std()), (oof.mean(), oof.std())
     zt = (oof_f - mf) / sf + (oof - mc) / sc
     t, ba = _best_threshold(y, zt)
     zd = (dev_f - mf) / sf + (ce_dev - mc) / sc
     out["z-score mean"] = {"threshold": t, "cv_ba": round(ba, 4), "dev": _dev_card(dev, zd >= t)}
-    from sklearn.metrics import roc_auc_score
-
     return {
         "what": "SUPPORT-vs-not; five cross-fitted fine-tunes on judge_train, dev read once",
         "recipe": RECIPE,
