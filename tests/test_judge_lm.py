@@ -27,7 +27,9 @@ def test_keeping_the_prefix_gives_the_same_log_probabilities_as_a_fresh_pass(sco
     prefix = judge_lm.PASSAGE.format(passage=PASSAGE)
     scorer(prefix, "The model was trained for three epochs.")  # leaves the prefix cached
     kept = scorer(prefix, "The learning rate was never changed.")
-    fresh = judge_lm.ClaimScorer(scorer.llm, max_tokens=250)(prefix, "The learning rate was never changed.")
+    fresh = judge_lm.ClaimScorer(scorer.llm, max_tokens=250)(
+        prefix, "The learning rate was never changed."
+    )
     assert kept.shape == fresh.shape and len(kept) > 3
     np.testing.assert_allclose(kept, fresh, atol=1e-3)
     assert np.all(kept <= 0)  # log-probabilities

@@ -206,7 +206,8 @@ def run(
         pairs = [(r["claim"], r["abstract"]) for r in part]
         return featurize(pairs, embedder, idf, settings.max_sentences, version=settings.version)[0]
 
-    x, lm = judge_features(rows), lm_features(rows, embedder, score, k=k, show_progress=show_progress)
+    x = judge_features(rows)
+    lm = lm_features(rows, embedder, score, k=k, show_progress=show_progress)
     sup = y.astype(bool)
     con = np.array([r["label"] == "CONTRADICT" for r in rows])
     both = sup | con
