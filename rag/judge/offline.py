@@ -280,11 +280,7 @@ def fit_judge(
     rows: Sequence[dict], embedder: Embedder, settings: OfflineJudgeSettings
 ) -> FittedJudge:
     """Fit the offline judge on SciFact-format rows, choosing model and threshold by grouped CV."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import balanced_accuracy_score
     from sklearn.model_selection import StratifiedGroupKFold
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
 
     t0 = time.perf_counter()
     idf = compute_idf([r["abstract"] for r in rows])
@@ -308,10 +304,45 @@ def fit_judge(
             n_splits=settings.cv_folds, shuffle=True, random_state=settings.seed
         ).split(x, y, groups)
     )
+    contra = np.array([r["label"] == "CONTRADICT" for r in rows])
+    fit = fit_classifiers(x, y, contra, folds, settings)
+    best, cv, veto_cv = fit["best"], fit["cv"], fit["veto_cv"]
+    meta = {
+        "version": settings.version,
+        "cv": cv,
+        "chosen": best,
+        "veto_cv": veto_cv,
+        "cv_groups": settings.cv_groups,
+        "n_groups": int(len(set(groups))),
+        "n_train": len(rows),
+        "train_seconds": round(time.perf_counter() - t0, 1),
+        "features": list(feature_names(settings.version)),
+    }
+    return FittedJudge(
+        fit["support"],
+        fit["kind"],
+        fit["threshold"],
+        idf,
+        meta,
+        fit["contra"],
+        fit["contra_threshold"],
+    )
+
+
+def fit_classifiers(
+    x: np.ndarray, y: np.ndarray, contra: np.ndarray, folds: list, settings: OfflineJudgeSettings
+) -> dict:
+    """The judge's classifiers on a feature matrix: the support model and its threshold chosen by
+    grouped CV over ``folds``, the unsupported/not-found model, and (offline-v2) the contradiction
+    veto. :func:`fit_judge` uses it on the judge's own features; benches pass extra columns."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import balanced_accuracy_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     candidates = [("logreg", c) for c in settings.logreg_c if "logreg" in settings.classifiers]
     if "hgb" in settings.classifiers:
         candidates.append(("hgb", 0.0))
-    contra = np.array([r["label"] == "CONTRADICT" for r in rows])
     veto = settings.version == "offline-v2" and settings.contradiction_veto and contra.any()
     cv, oofs = [], {}
     for kind, c in candidates:
@@ -337,18 +368,16 @@ def fit_judge(
         contra_model, contra_t, threshold, veto_cv = _fit_veto(
             x, y, contra, folds, oofs[(best["model"], best["C"])], best, settings
         )
-    meta = {
-        "version": settings.version,
+    return {
+        "best": best,
         "cv": cv,
-        "chosen": best,
         "veto_cv": veto_cv,
-        "cv_groups": settings.cv_groups,
-        "n_groups": int(len(set(groups))),
-        "n_train": len(rows),
-        "train_seconds": round(time.perf_counter() - t0, 1),
-        "features": list(feature_names(settings.version)),
+        "support": support,
+        "kind": kind_model,
+        "threshold": float(threshold),
+        "contra": contra_model,
+        "contra_threshold": contra_t,
     }
-    return FittedJudge(support, kind_model, float(threshold), idf, meta, contra_model, contra_t)
 
 
 def _fit_veto(x, y, contra, folds, oof_support, best, settings):
