@@ -35,3 +35,18 @@ def test_two_spans_come_from_distinct_sentences_and_novelty_prefers_new_words():
     assert novel(q, passed)[0].n == 2  # within 0.1 of the best and mostly new words
     published = rules(TOK)["published (best score, ties to the shorter)"][0]
     assert published(q, passed) == passed[:1]
+
+
+def test_question_cosine_rules_exist_only_with_a_similarity_and_rank_by_it():
+    q = "Which optimizer trains the model?"
+    passed = [
+        _span(1, 0, "The model is trained with an optimizer", 0.9),
+        _span(2, 3, "We use Adam with a learning rate of 0.001", 0.6),
+    ]
+    assert "max question cosine" not in rules(TOK)
+    sim = {passed[0].text: 0.2, passed[1].text: 0.7}
+    table = rules(TOK, lambda question, text: sim[text])
+    assert table["max question cosine"][0](q, passed)[0].n == 2
+    # 0.9 + 0.5 x 0.2 = 1.0 beats 0.6 + 0.5 x 0.7 = 0.95; with weight 1.0 it is 1.1 vs 1.3
+    assert table["score + 0.5 x question cosine"][0](q, passed)[0].n == 1
+    assert table["score + 1.0 x question cosine"][0](q, passed)[0].n == 2

@@ -9,7 +9,10 @@ asks whether a different choice among the same scored spans would do better:
   answerable questions outside the graded slice, never graded), at the notebook's support
   threshold, it scores the published rule against alternative selection rules: the most novel span
   (fewest question words) within ``delta`` of the best score, the shortest within ``delta``, two or
-  three spans, leading question-restating clauses trimmed, score plus question coverage;
+  three spans, leading question-restating clauses trimmed, score plus question coverage, and
+  the span closest to the *question* (not its statement) under the retriever's embedder, alone,
+  added to the score, or with novelty (session 14: the question ranks answers, the statement
+  ranks restatements);
 - on both the held-out questions and the graded slice's answerable questions, it reports
   **ceilings**: the F1 an oracle would reach picking the best span among those that pass the
   threshold, among the judge's top 5, and among every candidate span. The slice's ceilings are a
@@ -58,8 +61,15 @@ def _distinct(passed: list[Any], k: int) -> list[Any]:
     return out
 
 
-def rules(tok: Any) -> dict[str, tuple[Rule, bool]]:
-    """Selection rules: name -> (rule over the passing spans, trim leading question clauses)."""
+def rules(
+    tok: Any, similarity: Callable[[str, str], float] | None = None
+) -> dict[str, tuple[Rule, bool]]:
+    """Selection rules: name -> (rule over the passing spans, trim leading question clauses).
+
+    ``similarity(question, span)`` (the retriever's embedder: cosine of the *question*, not its
+    statement) adds the rules that rank spans as answers to the question rather than as support
+    for its statement.
+    """
 
     def novelty(q: str, text: str) -> float:
         qs, ts = set(tok.query(q)), tok.document(text)
@@ -90,6 +100,20 @@ def rules(tok: Any) -> dict[str, tuple[Rule, bool]]:
     for lam in (0.2, 0.4):
         out[f"score + {lam} x question coverage"] = (
             lambda q, p, lam=lam: [max(p, key=lambda s: s.score + lam * coverage(q, s.text))],
+            False,
+        )
+    if similarity is not None:
+        out["max question cosine"] = (
+            lambda q, p: [max(p, key=lambda s: similarity(q, s.text))],
+            False,
+        )
+        for lam in (0.5, 1.0):
+            out[f"score + {lam} x question cosine"] = (
+                lambda q, p, lam=lam: [max(p, key=lambda s: s.score + lam * similarity(q, s.text))],
+                False,
+            )
+        out["question cosine + 0.5 x novelty"] = (
+            lambda q, p: [max(p, key=lambda s: similarity(q, s.text) + 0.5 * novelty(q, s.text))],
             False,
         )
     return out
@@ -133,6 +157,7 @@ def score_questions(
     *,
     threshold: float,
     with_rules: bool,
+    similarity: Callable[[str, str], float] | None = None,
 ) -> dict[str, Any]:
     """F1 per rule (``with_rules``) and the three oracle ceilings over ``items``."""
     from rag.answer.generate import _span_text
@@ -146,7 +171,7 @@ def score_questions(
     res: dict[str, Any] = {"n": len(items)}
     passing = {q: [s for s in sp if s.score >= threshold] for q, sp in spans.items()}
     res["answered_rate"] = round(sum(bool(p) for p in passing.values()) / max(1, len(items)), 4)
-    table = rules(tok)
+    table = rules(tok, similarity)
     if not with_rules:  # the published rule only: a cross-check against the report's F1
         table = dict(list(table.items())[:1])
     if table:
@@ -188,7 +213,7 @@ def bench_extractive_spans(
     from rag.index.bm25 import Tokenizer, TokenizerSettings
     from rag.index.build import index_corpus
     from rag.index.embed import default_passage_backend
-    from rag.judge.offline import DEFAULT_JUDGE, make_offline_judge
+    from rag.judge.offline import DEFAULT_JUDGE, embed, make_offline_judge
     from rag.retrieval.retrievers import Components, RetrievalSettings
     from rag.text.chunk import chunk_settings
 
@@ -223,6 +248,14 @@ def bench_extractive_spans(
     tok = Tokenizer(TokenizerSettings(stemmer="english"))
     answerable = [g for g in graded if g.answerable and g.answer_type != "boolean"]
     threshold = published_threshold()
+    vectors: dict[str, np.ndarray] = {}
+
+    def similarity(question: str, text: str) -> float:
+        for t in (question, text):
+            if t not in vectors:
+                vectors[t] = embed([t], ix.embedder)[0]
+        return float(vectors[question] @ vectors[text])
+
     res = {
         # the corpus vectors (hence hybrid's sources) depend on it: bf16 where the CPU has it
         "passage_backend": default_passage_backend(),
@@ -230,7 +263,13 @@ def bench_extractive_spans(
         "judge": DEFAULT_JUDGE,
         "declined_score": 0.0,
         "held_out": score_questions(
-            held, contexts(held), judge, tok, threshold=threshold, with_rules=True
+            held,
+            contexts(held),
+            judge,
+            tok,
+            threshold=threshold,
+            with_rules=True,
+            similarity=similarity,
         ),
         "graded_slice_ceilings_only": score_questions(
             answerable, contexts(answerable), judge, tok, threshold=threshold, with_rules=False
