@@ -107,9 +107,12 @@ def test_refitting_reproduces_the_pinned_judge(name, shared_dir):
     doc = json.loads(pinned.pin_path(settings).read_text(encoding="utf-8"))
     assert fresh.fitted.threshold == doc["threshold"]
     assert fresh.fitted.meta["chosen"] == doc["meta"]["chosen"]
+    # rtol 1e-4, not 1e-6: on an AVX2-only CPU the MiniLM features differ in their last bits and
+    # lbfgs lands 1.5e-5 (relative) away from the pins fitted on an AVX-512 machine, with the same
+    # thresholds and CV scores, and (offline-v2) the same SciFact dev BA and class recalls
     np.testing.assert_allclose(
         fresh.fitted.support_model.named_steps["logisticregression"].coef_,
         doc["support_model"]["coef"],
-        rtol=1e-6,
+        rtol=1e-4,
         atol=1e-9,
     )
