@@ -215,6 +215,23 @@ def _folds(rows: Sequence[dict], settings: Any, n_splits: int) -> tuple[np.ndarr
     return y, list(split.split(np.zeros(len(rows)), y, cv_groups(rows, settings.cv_groups)))
 
 
+def train_setup(
+    train_path: str, *, limit: int = 0, n_splits: int = 0, embedder: Any = None
+) -> tuple[list[dict], Any, Any, np.ndarray, list]:
+    """What every judge bench starts from: the train rows (the first ``limit``), the judge's
+    settings, its fp32 MiniLM (unless ``embedder``), SUPPORT labels and the grouped folds."""
+    from rag.index.embed import minilm
+    from rag.judge.offline import OfflineJudgeSettings
+
+    rows = read_rows(train_path)
+    if limit:
+        rows = rows[:limit]
+    settings = OfflineJudgeSettings()
+    embedder = embedder or minilm(passage_backend="torch")  # the judge's own fp32 features
+    y, folds = _folds(rows, settings, n_splits or settings.cv_folds)
+    return rows, settings, embedder, y, folds
+
+
 def _z(p: np.ndarray) -> np.ndarray:
     return (p - p.mean()) / (p.std() or 1.0)
 
@@ -231,16 +248,10 @@ def run(
     show_progress: bool = True,
 ) -> dict:
     """Fine-tune on the other folds, score fold ``fold`` against the offline-v2 features."""
-    from rag.index.embed import minilm
-    from rag.judge.offline import OfflineJudgeSettings, featurize, fit_judge
+    from rag.judge.offline import featurize, fit_judge
 
     t0 = time.perf_counter()
-    rows = read_rows(train_path)
-    if limit:
-        rows = rows[:limit]
-    settings = OfflineJudgeSettings()
-    embedder = minilm(passage_backend="torch")  # the judge's own fp32 features
-    y, split = _folds(rows, settings, folds)
+    rows, settings, embedder, y, split = train_setup(train_path, limit=limit, n_splits=folds)
     train_idx, test_idx = split[fold]
     sents = sentence_pairs(rows, embedder, k)
 

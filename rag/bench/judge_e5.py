@@ -37,7 +37,7 @@ import numpy as np
 
 from rag import paths
 from rag.bench import write_json
-from rag.bench.judge_crossencoder import TRAIN_PATH, _folds, read_rows
+from rag.bench.judge_crossencoder import TRAIN_PATH, read_rows, train_setup
 
 DEV_PATH = "../shared/datasets/scifact/judge_dev.jsonl"
 RECIPE = "judge-e5-v1"
@@ -97,9 +97,8 @@ def run(
 ) -> dict:
     """The recipe: both judges fitted on train by the judge's procedure; dev past the bar only."""
     from rag.bench.judge_crossencoder import _dev_card
-    from rag.index.embed import minilm
     from rag.judge.features import compute_idf
-    from rag.judge.offline import OfflineJudgeSettings, featurize, fit_classifiers
+    from rag.judge.offline import featurize, fit_classifiers
 
     t0 = time.perf_counter()
     if queries is None or passages is None:
@@ -107,10 +106,7 @@ def run(
 
         e5 = E5Fp32Embedder()
         queries, passages = e5.encode_queries, e5.encode_passages
-    embedder = embedder or minilm(passage_backend="torch")  # the judge's own fp32 features
-    settings = OfflineJudgeSettings()
-    rows = read_rows(train_path)
-    y, folds = _folds(rows, settings, settings.cv_folds)
+    rows, settings, embedder, y, folds = train_setup(train_path, embedder=embedder)
     contra = np.array([r["label"] == "CONTRADICT" for r in rows])
     idf = compute_idf([r["abstract"] for r in rows])
 

@@ -40,7 +40,13 @@ import numpy as np
 
 from rag import paths
 from rag.bench import write_json
-from rag.bench.judge_crossencoder import TRAIN_PATH, _dev_card, _folds, _stack_cv, read_rows
+from rag.bench.judge_crossencoder import (
+    TRAIN_PATH,
+    _dev_card,
+    _stack_cv,
+    read_rows,
+    train_setup,
+)
 from rag.errors import ConfigError
 
 DEV_PATH = "../shared/datasets/scifact/judge_dev.jsonl"
@@ -188,18 +194,12 @@ def run(
     """The recipe: grouped CV on train for every variant, then dev only past :data:`DEV_BAR`."""
     from sklearn.metrics import roc_auc_score
 
-    from rag.index.embed import minilm
     from rag.judge.features import compute_idf
-    from rag.judge.offline import OfflineJudgeSettings, featurize
+    from rag.judge.offline import featurize
 
     t0 = time.perf_counter()
-    rows = read_rows(train_path)
-    if limit:
-        rows = rows[:limit]
-    settings = OfflineJudgeSettings()
-    embedder = minilm(passage_backend="torch")  # the judge's own fp32 features
+    rows, settings, embedder, y, folds = train_setup(train_path, limit=limit)
     score = score or ClaimScorer(load_llm())
-    y, folds = _folds(rows, settings, settings.cv_folds)
     idf = compute_idf([r["abstract"] for r in rows])
 
     def judge_features(part: Sequence[dict]) -> np.ndarray:
