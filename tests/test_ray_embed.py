@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rag.errors import ConfigError
+from rag.errors import ConfigError, IndexBuildError
 from rag.index.embed_cache import embed_texts
 from tests.fakeembed import BowEmbedder
 
@@ -61,11 +61,13 @@ def test_ray_vectors_equal_serial_and_share_the_cache(tmp_cache, local_ray):
 
 def test_failed_job_resumes_without_recomputing_finished_blocks(tmp_cache, local_ray):
     ids = [f"t{i}" for i in range(len(TEXTS))]
-    with pytest.raises(Exception, match="embedder crashed"):
+    with pytest.raises(IndexBuildError, match="1 of 4 block.*embedder crashed"):
         ray_embed_texts(ids, TEXTS, FailingBow, block_size=2, show_progress=False)
     stats: dict = {}
     got = ray_embed_texts(ids, TEXTS, BowEmbedder, block_size=2, show_progress=False, stats=stats)
-    assert stats["cached"] >= 2, "blocks finished before the crash were committed"
+    # every block but the crashed one ("the cat", "x": the two shortest) was committed, however
+    # the actor's progress raced the driver's reads (it failed under load when errors were raised)
+    assert stats["cached"] == len(TEXTS) - 2, "blocks that finished were committed"
     assert stats["cached"] + stats["embedded"] == len(TEXTS)
     serial = embed_texts(ids, TEXTS, BowEmbedder(), cache=False, show_progress=False)
     np.testing.assert_allclose(got, serial, atol=1e-6, rtol=0)

@@ -50,12 +50,21 @@ class EmbedActor:
         self.embedder = _make(spec)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
-        keys_out, vecs_out = [], []
+        """Vectors per block; a block whose encoding raises comes back with no vectors and its
+        error, so the driver still commits every block that finished (a raised error would let
+        Ray drop finished blocks the driver had not read yet)."""
+        keys_out, vecs_out, errors = [], [], []
         for keys, texts in zip(batch["keys"], batch["texts"], strict=True):
-            vecs = np.asarray(self.embedder.encode_passages(list(texts)), dtype=np.float32)
             keys_out.append(list(keys))
+            try:
+                vecs = np.asarray(self.embedder.encode_passages(list(texts)), dtype=np.float32)
+            except Exception as e:  # noqa: BLE001 - reported by the driver after the commits
+                vecs_out.append(np.zeros((0, int(getattr(self.embedder, "dim", 0) or 0)), "f4"))
+                errors.append(f"{type(e).__name__}: {e}")
+                continue
             vecs_out.append(normalise(vecs))
-        return {"keys": keys_out, "vecs": vecs_out}
+            errors.append("")
+        return {"keys": keys_out, "vecs": vecs_out, "error": errors}
 
 
 def machine_plan(total_cpus: float, threads_per_actor: int = 2) -> dict[str, int]:
@@ -202,8 +211,12 @@ def ray_embed_texts(
             )
             bar = tqdm(total=len(todo), desc=f"ray embed {local.name}", unit="text",
                        disable=not show_progress)  # fmt: skip
+            failed: list[str] = []
             with bar:
                 for batch in ds.iter_batches(batch_size=1, batch_format="numpy"):
+                    if str(batch["error"][0]):
+                        failed.append(str(batch["error"][0]))
+                        continue
                     part, vecs = list(batch["keys"][0]), np.stack(batch["vecs"][0])
                     if vecs.shape != (len(part), dim):
                         raise IndexBuildError(
@@ -219,6 +232,11 @@ def ray_embed_texts(
                     con.commit()  # each finished block survives a killed job
                     found.update(zip(part, vecs.astype(np.float32), strict=True))
                     bar.update(len(part))
+            if failed:
+                raise IndexBuildError(
+                    f"ray_embed_texts: {len(failed)} of {len(rows)} block(s) failed, the others "
+                    f"committed to the cache (a re-run embeds only what is missing): {failed[0]}"
+                )
     for i, k in enumerate(keys):
         out[i] = found[k]
     return out
