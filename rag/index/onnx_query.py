@@ -1,7 +1,8 @@
 """Fast single-query encoding: a sentence-transformers model exported to ONNX, run by onnxruntime.
 
-A query is ~20 tokens. Through PyTorch, encoding one costs ~14-16 ms of CPU here (per-op dispatch
-overhead, not arithmetic); the same graph in onnxruntime costs ~5-7 ms. Passages stay on PyTorch
+A query is ~20 tokens. Through PyTorch, encoding one is dominated by per-op dispatch overhead, not
+arithmetic; the same graph in onnxruntime takes about a third of the CPU time (notebook 03 records
+the query latency of both paths). Passages stay on PyTorch
 (the embedding cache and the SciFact reproduction are keyed to it); only queries take this path.
 
 Safety, not trust: the export is checked against PyTorch on probe texts when it is built and the

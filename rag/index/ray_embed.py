@@ -69,7 +69,7 @@ class EmbedActor:
 
 def machine_plan(total_cpus: float, threads_per_actor: int = 2) -> dict[str, int]:
     """Actors and threads for ``total_cpus``: one actor per ``threads_per_actor`` CPUs (at least
-    one), each with that many torch threads. On this 2-core machine: one actor, two threads."""
+    one), each with that many torch threads. On 2 cores: one actor, two threads."""
     threads = max(1, min(threads_per_actor, int(total_cpus)))
     return {"concurrency": max(1, int(total_cpus) // threads), "threads": threads}
 

