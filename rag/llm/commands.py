@@ -1,4 +1,4 @@
-"""Functions behind the ``rag llm ...`` CLI commands (the lead wires them into ``rag.cli``).
+"""Functions behind the ``rag llm ...`` CLI commands (``rag.cli`` dispatches to them).
 
 Each prints a plain table and returns a process exit code, so they double as notebook helpers.
 """

@@ -60,7 +60,7 @@ class LLMSettings(BaseModel):
     local_backend: Literal["auto", "llama_cpp", "transformers"] = Field(
         "auto",
         description="Engine for the local GGUF model; auto: llama_cpp if installed, else "
-        "transformers (see rag/llm/local.py for the measured trade-off).",
+        "transformers (rag/llm/local.py says why).",
     )
     local_threads: int = Field(2, ge=1, le=64, description="CPU threads for the local model.")
     local_workers: int = Field(
@@ -69,15 +69,17 @@ class LLMSettings(BaseModel):
         le=64,
         description="llama.cpp instances for sharded calls (rag.shard): answerers and "
         "retrievers that map many prompts run one pinned shard per instance, each with "
-        "local_threads // local_workers threads (2 single-thread instances: 1.49x the calls "
-        "per second of one 2-thread instance on 2 cores); 1: one instance, calls in order. "
+        "local_threads // local_workers threads (two single-thread instances serve more calls "
+        "per second than one 2-thread instance: outputs/bench/llm_shards.json); 1: one "
+        "instance, calls in order. "
         "Default: $RAG_SHARDS or 2 (`rag sweep` sets 1 for cells run side by side).",
     )
     local_weights: Literal["q4_1", "f16", "bf16"] = Field(
         "bf16",
         description="Weights llama.cpp runs: the packaged Q4_1 file, or its values converted "
-        "once to f16 / bf16 (cached; prompt evaluation ~1.7x / ~2.2x faster here, see "
-        "rag/llm/local.py). transformers always dequantises the Q4_1 file to float32.",
+        "once to f16 / bf16 (cached; faster prompt evaluation where the CPU has bf16 "
+        "instructions, see outputs/bench/local_weights.json). transformers always dequantises "
+        "the Q4_1 file to float32.",
     )
 
 

@@ -20,7 +20,7 @@ tokens: a chunk is never truncated by the embedder. The default overlap of 32 to
 window) lets a sentence of up to ~32 tokens (a typical sentence in these papers is 20-35 tokens)
 that straddles a window edge survive whole in the next window, at the price of ~14 % more chunks.
 For the same reason ``sentence`` and ``section`` repeat one whole sentence by default
-(``overlap_sentences=1``). Measured on the 100-paper corpus and its 281 gold quotes, the fraction of
+(``overlap_sentences=1``). On the 100-paper corpus and its 281 gold quotes, the fraction of
 quotes intact in one chunk (fuzzy, ``rag.evaluation.evidence.contains``) rises from 0.89 to 0.99
 (fixed), 0.95 to 0.99 (sentence) and 0.97 to 0.99 (section) with these overlaps; 0.996 of the
 quotes lie in the chunkable text at all (the rest sit in footnotes).
