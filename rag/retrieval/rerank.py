@@ -166,7 +166,7 @@ class FirstStageFusion:
     """Reciprocal Rank Fusion of the first stage's order with an inner reranker's order.
 
     A reranker that is not clearly stronger than the first stage (every offline one: see
-    ``make bench-rerank`` and docs/performance.md) throws away the first stage's evidence when it
+    ``make bench-rerank`` and docs/experiments.md) throws away the first stage's evidence when it
     replaces the order outright; fusing the two orders keeps both (the same
     :func:`rag.retrieval.fuse.rrf`, k=60, as every fusion in the project). Relies on the
     :class:`rag.retrieval.retrievers.RerankRetriever` contract: ``texts`` arrive in first-stage
