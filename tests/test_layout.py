@@ -19,6 +19,7 @@ from rag import paths
 
 FLOORS = {
     "errors": 0, "paths": 0, "types": 0, "ir": 0, "jsonl": 0, "shard": 0, "__init__": 0,
+    "scrub": 0,
     "llm": 1, "text": 2, "corpus": 3, "index": 4, "retrieval": 5, "answer": 6, "judge": 7,
     "evaluation": 8, "report": 9, "serve": 10, "bench": 11, "cli": 12,
 }  # fmt: skip

@@ -34,3 +34,40 @@ def test_base64_images_are_not_mangled():
     b64 = "iVBORw0KGgo+/root/AAAA/home/xyz="
     clean, _ = publish.scrub(b64, env={})
     assert clean == b64
+
+
+def test_a_path_right_after_a_slash_or_an_equals_sign_is_scrubbed():
+    """``outputs/`` + an absolute profile path and ``--flag=/abs/path`` both start a path."""
+    root = str(paths.project_root())
+    text = (
+        f"outputs/{root}/params/x and --profile={root}/x; "
+        "profile=/opt/lab/params/x, outputs//opt/lab/name, key=/home/alice/y"
+    )
+    clean, report = publish.scrub(text, env={})
+    expected = "outputs/params/x and --profile=x; profile=<path>, outputs/<path>, key=<path>"
+    assert clean == expected
+    assert report.counts == {"project_path": 2, "other_abs_path": 3}
+
+
+def test_urls_relative_paths_and_scrubbed_text_are_left_alone():
+    text = "see https://example.org/a/b and file://host/x, 3/4, ../shared/x, ~/y, <tmp>/rag-1/a.py"
+    clean, report = publish.scrub(text, env={})
+    assert clean == text and not report
+    once, _ = publish.scrub(f"at {paths.project_root()}/a and /srv/data/b", env={})
+    twice, again = publish.scrub(once, env={})
+    assert once == "at a and <path>" and twice == once and not again
+
+
+def test_the_service_scrubs_with_the_same_scrubber(monkeypatch):
+    """The service's messages lose what a published page loses: its key, any provider key,
+    secret environment values and local paths, with the same replacements."""
+    from rag.serve.guard import scrub as serve_scrub
+
+    monkeypatch.setenv("SOME_API_KEY", "env-secret-value-123")
+    text = (
+        f"key abc123def, env env-secret-value-123, sk-{'a' * 24}, "
+        f"{paths.project_root()}/rag/x.py, /home/bob/z.txt"
+    )
+    expected = "key ***, env ***, ***, rag/x.py, <path>"
+    assert serve_scrub(text, ("abc123def",)) == expected
+    assert publish.scrub(text, secrets=("abc123def",))[0] == expected

@@ -89,7 +89,7 @@ def test_an_absolute_path_parameter_keeps_the_notebook_valid(project):  # noqa: 
     out = project / "outputs" / "abs"
     nb = nbformat.read(out / "01_demo.ipynb", as_version=4)
     source = "".join(c.source for c in nb.cells)
-    assert 'gold_path = "<local-path>"' in source
+    assert 'gold_path = "<path>"' in source
     assert "/home/someone" not in (out / "01_demo.ipynb").read_text()
     json.loads((out / "run.json").read_text())
 

@@ -17,15 +17,12 @@ import hmac
 import json
 import logging
 import math
-import re
-import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from pathlib import Path
 from typing import Any
 
-from rag import paths
+from rag.scrub import scrub as scrub_text
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -37,21 +34,12 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: page sends the key, typed by the user, with every API call).
 PUBLIC = ("/health", "/")
 PUBLIC_PREFIX = "/static/"
-_ABS_PATH = re.compile(r"(?<![\w.:/])(/[\w.\-+@~]+){2,}/?")
 
 
 def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """``text`` with every secret replaced by ``***`` and absolute paths shown relative to the
-    project (or as ``<path>``) — what :func:`rag.paths.display` does for one known path."""
-    for s in secrets:
-        if s:
-            text = text.replace(s, "***")
-    roots = [(str(paths.project_root()), "."), (str(paths.shared_dir()), "../shared")]
-    roots.append((str(Path(tempfile.gettempdir()).resolve()), "<tmp>"))
-    for root, label in roots:
-        text = text.replace(root + "/", "" if label == "." else label + "/")
-        text = text.replace(root, label)
-    return _ABS_PATH.sub("<path>", text)
+    """``text`` without ``secrets``, secret environment values, key shapes or absolute local
+    paths, by :func:`rag.scrub.scrub` (the scrubber of published reports)."""
+    return scrub_text(text, secrets=secrets)[0]
 
 
 class ScrubFilter(logging.Filter):
