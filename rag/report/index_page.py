@@ -4,20 +4,23 @@ Title and abstract, then per notebook (whatever notebooks the run has, in order)
 (from the notebook's own ``**Question.**`` paragraph), its answer in one sentence with number and CI
 (``summary.json``, computed by the notebook from the numbers it records), its key figure inline and
 links to both renderings; the headline numbers grouped and rounded for people; what the numbers
-cannot see; the two commands that reproduce it; run metadata (commit, date, wall time per notebook,
-package versions) at the bottom. No script, no network: everything is a local file.
+cannot see; the two commands that reproduce it, with links to the project's ``docs/``; run
+metadata (commit, date, wall time per notebook, package versions) at the bottom. No script, no
+network: everything is a local file.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from rag import paths
 from rag.report import render
 
 TITLE = "Can the answers be trusted? Question answering over a pinned arXiv corpus, measured"
@@ -169,6 +172,38 @@ def sweeps_html(out: Path) -> str:
     )
 
 
+#: The project's docs/ pages the front page points to, with what each answers.
+DOCS = (
+    ("performance.md", "what a cold and a warm run cost; the speed decisions behind the defaults"),
+    ("reproducing.md", "the corpus offline, what a second run re-runs, another CPU's numbers"),
+    ("models.md", "the offline models, API models with keys, the judge's validated number"),
+    ("experiments.md", "what was tried to beat the answerer, the judge and the reranker"),
+    ("sweeps.md", "papermill parameters, rag sweep, Ray, the chunking x embedder sweep"),
+    ("serve.md", "rag ask / search / chat / serve: the same components as a service"),
+)
+
+
+def docs_html(out: Path) -> str:
+    """A list of links to the project's ``docs/`` pages, relative to ``out``, or ``""``.
+
+    Only when ``out`` lies inside the project (``outputs/<profile>``), so every link resolves in a
+    clone and the page names no folder outside the repository.
+    """
+    root = paths.project_root()
+    try:
+        rel = Path(os.path.relpath(root / "docs", out.resolve()))
+        out.resolve().relative_to(root)
+    except ValueError:
+        return ""
+    items = "".join(
+        f"<li><a href='{html.escape((rel / name).as_posix())}'>{html.escape(name)}</a>: "
+        f"{html.escape(what)}</li>"
+        for name, what in DOCS
+        if (root / "docs" / name).exists()
+    )
+    return f"<p>Further reading in the repository:</p><ul>{items}</ul>" if items else ""
+
+
 def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
     """Write ``out/index.html`` for ``runs`` (records with name, status, wall_s, parameters, error).
 
@@ -238,7 +273,8 @@ def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
 <section class="nb" id="reproduce"><h2>Reproduce</h2>
 <p>From the repository root on a machine with Python 3.11 and <code>make</code>:</p>
 <pre>make report PROFILE={p}   # run every notebook and render this report
-make test                 # the offline test suite, smoke-profile notebooks included</pre></section>
+make test                 # the offline test suite, smoke-profile notebooks included</pre>
+{docs_html(out)}</section>
 <footer><h2>Run</h2>
 <p>Profile <code>{p}</code> · commit <code>{html.escape(commit)}</code>{dirty} · started
 {html.escape(str(run.get("started_utc", "?")))} UTC ·
