@@ -196,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
+        if getattr(args, "profile", None) is not None:  # report, search, ask, chat, serve
+            from rag.report.profiles import profile_name
+
+            args.profile = profile_name(args.profile)
         return args.func(args)
     except RagError as e:
         print(f"error: {e}", file=sys.stderr)

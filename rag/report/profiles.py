@@ -150,8 +150,34 @@ def list_profiles() -> list[str]:
     return sorted(p.stem for p in paths.resolve(PARAMS_DIR).glob("*.yaml"))
 
 
+def profile_name(value: str) -> str:
+    """The profile a ``--profile`` value names: a bare name, or a file directly in ``params/``.
+
+    The name becomes an output folder (``outputs/<name>``) and a notebook parameter, so a value
+    that points anywhere else is refused rather than followed.
+
+    Raises:
+        ConfigError: the value is empty, names a subfolder, or a path outside ``params/``.
+    """
+    name = value.removesuffix(".yaml")
+    if name and "/" not in name and "\\" not in name and name not in (".", ".."):
+        return name
+    params = paths.resolve(PARAMS_DIR).resolve()
+    path = paths.resolve(value).resolve() if value.strip() else params
+    if path.parent == params and path.stem and path.suffix in ("", ".yaml"):
+        return path.stem
+    raise ConfigError(
+        f"profile {value!r} is not a profile in {PARAMS_DIR}/: give a name "
+        f"(have: {', '.join(list_profiles())}) or a file {PARAMS_DIR}/<name>.yaml"
+    )
+
+
 def load_profile(name: str) -> dict[str, dict[str, Any]]:
-    """Read ``params/<name>.yaml`` as ``{"all": {...}, "NN_name": {...}}`` (sections optional)."""
+    """Read ``params/<name>.yaml`` as ``{"all": {...}, "NN_name": {...}}`` (sections optional).
+
+    ``name`` is confined to ``params/`` by :func:`profile_name`.
+    """
+    name = profile_name(name)
     path = paths.resolve(PARAMS_DIR) / f"{name}.yaml"
     if not path.exists():
         raise ConfigError(
@@ -179,6 +205,7 @@ def resolve_parameters(profile: str, output_dir: str) -> dict[str, dict[str, Any
             parameter's annotated type, or a model name is not registered — every problem of the
             profile in one message, each naming key and notebook.
     """
+    profile = profile_name(profile)
     data = load_profile(profile)
     where = f"{PARAMS_DIR}/{profile}.yaml"
     nbs = {nb.stem: nb for nb in notebook_paths()}

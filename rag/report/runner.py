@@ -247,6 +247,7 @@ def run_report(
         ConfigError: bad profile or parameters (before anything runs).
         NotebookError: a notebook failed; its rendering with the error cell is kept.
     """
+    profile = profiles.profile_name(profile)
     output_dir = f"{output_root}/{profile}"
     all_params = profiles.resolve_parameters(profile, output_dir)
     unknown = [o for o in only or [] if not any(n.split("_")[0] == o or n == o for n in all_params)]
