@@ -32,6 +32,7 @@ class WordJudge:
     """A claim judge for tests: supported when most of the claim's words are in the context."""
 
     name = "word-judge"
+    fingerprint = "word-judge:most-words"
 
     def verdict(self, claim: str, context: str) -> Verdict:
         words = [w for w in claim.lower().split() if w.isalpha()]
@@ -108,7 +109,10 @@ def test_ready_is_503_with_its_cause_until_loaded(lab):
     with TestClient(create_app(serve=OFFLINE, api_key="", loader=loader)) as c:
         assert c.get("/health").status_code == 200
         r = c.get("/ready")
-        assert r.status_code == 503 and r.json() == {"ready": False, "cause": "index loading"}
+        assert r.status_code == 503 and r.json() == {
+            "error": "not ready", "detail": "index loading", "ready": False,
+            "cause": "index loading",
+        }  # fmt: skip
         assert c.post("/search", json={"query": "fastText"}).status_code == 503
         go.set()
         for _ in range(100):
@@ -224,11 +228,30 @@ def test_ask_refuses_when_the_sources_lack_the_answer(client):
     assert r.status_code == 200 and r.json()["refused"]
 
 
-def test_ask_with_judge_returns_a_verdict_per_claim(client):
-    r = client.post("/ask", json={"question": "How is pair2vec trained?", "judge": True})
-    j = r.json()["judgement"]
-    assert j["status"] == "scored" and j["claims"]
-    assert all(c["label"] in ("supported", "unsupported", "not_found") for c in j["claims"])
+class ContextFreeJudge(WordJudge):
+    """Judges with an empty context: no claim word is found, so every claim is "not_found"."""
+
+    name = "context-free-judge"
+
+    def verdict(self, claim: str, context: str) -> Verdict:
+        return super().verdict(claim, "")
+
+
+@pytest.mark.parametrize(
+    "judge, label, score", [(WordJudge(), "supported", 1.0), (ContextFreeJudge(), "not_found", 0.0)]
+)
+def test_ask_with_judge_returns_the_judges_verdict_per_claim(tmp_cache, tmp_path, judge, label,
+                                                             score):  # fmt: skip
+    lab = tiny_lab(tmp_path / "served", judge=judge)
+    with TestClient(create_app(lab, serve=OFFLINE, api_key="")) as c:
+        body = c.post("/ask", json={"question": "How is pair2vec trained?", "judge": True}).json()
+    j = body["judgement"]
+    assert j["status"] == "scored" and j["judge"] == judge.name
+    # The extractive answer copies its sentences from the context, so a judge that reads the
+    # context finds every word (share 1.0) and one that ignores it finds none.
+    assert j["claims"] and all(c["claim"] in body["answer"] for c in j["claims"])
+    assert [(c["label"], c["score"]) for c in j["claims"]] == [(label, score)] * len(j["claims"])
+    assert all(c["reason"] == f"share {score:.2f}" for c in j["claims"])
 
 
 @pytest.mark.parametrize(

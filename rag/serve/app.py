@@ -3,8 +3,13 @@
 :func:`create_app` takes an injected lab (tests) or loads one in the app's lifespan, on a thread,
 so ``/health`` answers at once and ``/ready`` says 503 with its cause ("index loading", "model
 loading") until everything is loaded; nothing loads at import. Endpoints run on the thread pool
-(retrieval and models are blocking). Errors are JSON ``{error, detail}`` with their text scrubbed
-of keys and absolute paths (:mod:`rag.serve.guard`).
+(retrieval and models are blocking).
+
+Every error, from the app or the guard, is one model, :class:`rag.serve.models.ErrorResponse`
+(``{error, detail}``, text scrubbed of keys and absolute paths), and each route declares every
+status code it can answer with (:data:`ERRORS`), so a client generated from ``/openapi.json``
+handles them; FastAPI's default 422 schema (``detail`` a list) is removed from the document since
+the service never sends it.
 
 Streaming (``stream: true``) sends server-sent events: ``retrieval`` (the numbered sources), then
 ``token`` events, then ``citations`` and ``done``. No answerer here generates token by token (the
@@ -40,6 +45,54 @@ from rag.serve.jobs import IngestWorker
 
 log = logging.getLogger(__name__)
 API_KEY_ENV = "RAG_API_KEY"
+
+#: Every error status the service answers with, and when.
+ERRORS: dict[int, str] = {
+    400: "The request body is not valid JSON.",
+    401: "The X-API-Key header is missing or wrong (only when the service has a key).",
+    404: "No ingest job has this id.",
+    413: "The request body is over the limit (JSON bodies and PDF uploads have their own).",
+    422: "A field is invalid or names an unavailable component; detail names the field first.",
+    429: "Too many requests from this client; Retry-After says when to retry.",
+    500: "An internal error; detail names its type only.",
+    503: "Not ready: the index or a model is still loading.",
+}
+#: The guard's codes, on every route but /health: rate limit and key.
+GUARDED = (401, 429)
+#: Codes of a route that needs the loaded lab.
+NEEDS_LAB = (*GUARDED, 500, 503)
+#: Codes of a route with a JSON request body.
+WITH_BODY = (*NEEDS_LAB, 400, 413, 422)
+
+#: ``/ask`` and ``/chat`` with ``stream: true``.
+SSE_RESPONSE: dict[str, Any] = {
+    "description": (
+        "The answer as JSON, or with stream: true as server-sent events: retrieval (the numbered "
+        "sources), token (the answer word by word), citations, done (the whole answer as JSON); "
+        "error replaces the rest when answering fails after the stream has started."
+    ),
+    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries declaring :class:`ErrorResponse` for ``codes``."""
+    return {c: {"model": m.ErrorResponse, "description": ERRORS[c]} for c in sorted(codes)}
+
+
+def _without_default_422(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop FastAPI's HTTPValidationError (added for every route with parameters) from the
+    document: routes that can answer 422 declare :class:`ErrorResponse` for it instead."""
+    ref = "#/components/schemas/HTTPValidationError"
+    for ops in schema.get("paths", {}).values():
+        for op in ops.values():
+            resp = op.get("responses", {})
+            body = resp.get("422", {}).get("content", {}).get("application/json", {})
+            if body.get("schema", {}).get("$ref") == ref:
+                del resp["422"]
+    for name in ("HTTPValidationError", "ValidationError"):
+        schema.get("components", {}).get("schemas", {}).pop(name, None)
+    return schema
 
 
 class _State:
@@ -113,8 +166,16 @@ def create_app(
     )
     app.state.lab_state = state
 
-    def error(status: int, err: str, detail: str) -> JSONResponse:
-        return JSONResponse({"error": err, "detail": scrub(detail, secrets)}, status_code=status)
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = _without_default_422(FastAPI.openapi(app))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+    def error(status: int, err: str, detail: str, headers=None) -> JSONResponse:
+        body = m.ErrorResponse(error=err, detail=scrub(detail, secrets)).model_dump()
+        return JSONResponse(body, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -126,7 +187,9 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error(exc.status_code, "http error", str(exc.detail))
+        kind = {404: "not found", 405: "method not allowed", 503: "not ready"}
+        return error(exc.status_code, kind.get(exc.status_code, "http error"), str(exc.detail),
+                     getattr(exc, "headers", None))  # fmt: skip
 
     @app.exception_handler(ChoiceError)
     async def _choice(request: Request, exc: ChoiceError) -> JSONResponse:
@@ -147,18 +210,28 @@ def create_app(
             raise StarletteHTTPException(503, f"not ready: {state.cause}")
         return state.lab
 
-    @app.get("/health")
+    @app.get("/health", response_model=m.Health)
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/ready", responses={503: {"model": m.ErrorResponse}})
+    @app.get(
+        "/ready",
+        response_model=m.Ready,
+        responses={
+            **error_responses(*NEEDS_LAB),
+            503: {"model": m.NotReady, "description": ERRORS[503]},
+        },
+    )
     def ready() -> Any:
-        if state.lab is None:
-            return JSONResponse({"ready": False, "cause": state.cause}, status_code=503)
-        snap = state.lab.index.snapshot
+        lab_now = state.lab
+        if lab_now is None:
+            cause = scrub(state.cause, secrets)
+            body = m.NotReady(error="not ready", detail=cause, cause=cause)
+            return JSONResponse(body.model_dump(), status_code=503)
+        snap = lab_now.index.snapshot
         return {"ready": True, "papers": len(snap.papers), "chunks": snap.n_chunks}
 
-    @app.post("/search", response_model=m.SearchResponse)
+    @app.post("/search", response_model=m.SearchResponse, responses=error_responses(*WITH_BODY))
     def search(req: m.SearchRequest) -> Any:
         hits, meta = need_lab().search(req.query, req.k, req.retriever, req.per_paper_cap)
         return {"query": req.query, "hits": hits, **meta}
@@ -174,11 +247,13 @@ def create_app(
             _sse(first, events, extra, secrets), media_type="text/event-stream"
         )
 
-    @app.post("/ask", response_model=m.AskResponse)
+    answer_responses = {200: SSE_RESPONSE, **error_responses(*WITH_BODY)}
+
+    @app.post("/ask", response_model=m.AskResponse, responses=answer_responses)
     def ask(req: m.AskRequest) -> Any:
         return answer(req.question, req, {})
 
-    @app.post("/chat", response_model=m.ChatResponse)
+    @app.post("/chat", response_model=m.ChatResponse, responses=answer_responses)
     def chat(req: m.ChatRequest) -> Any:
         msgs = [{"role": x.role, "content": x.content} for x in req.messages]
         rw = need_lab().rewrite(msgs, bypass=req.bypass_rewrite, model=req.rewrite_model)
@@ -186,11 +261,18 @@ def create_app(
                  "rewrite_reason": rw.reason}  # fmt: skip
         return answer(rw.query, req, extra)
 
-    @app.post("/ingest", status_code=202)
+    @app.post(
+        "/ingest",
+        status_code=202,
+        response_model=m.JobOut,
+        responses=error_responses(*WITH_BODY),
+        openapi_extra={"requestBody": INGEST_BODY},
+    )
     async def ingest(request: Request) -> Any:
         need_lab()
         worker = state.worker
-        assert worker is not None  # set together with the lab
+        if worker is None:
+            raise RuntimeError("the lab is loaded but the ingest worker is not")
         ctype = request.headers.get("content-type", "")
         if ctype.startswith("multipart/form-data"):
             form = await request.form()
@@ -212,7 +294,9 @@ def create_app(
                 return error(422, "invalid request", f"arxiv_id: {e}")
         return JSONResponse(job.to_dict(), status_code=202)
 
-    @app.get("/ingest/{job_id}")
+    @app.get(
+        "/ingest/{job_id}", response_model=m.JobOut, responses=error_responses(*NEEDS_LAB, 404)
+    )
     def ingest_status(job_id: str) -> Any:
         need_lab()
         job = state.worker.jobs.get(job_id) if state.worker else None
@@ -220,7 +304,7 @@ def create_app(
             return error(404, "unknown job", f"no ingest job {job_id[:40]!r}")
         return {**job.to_dict(), "detail": scrub(job.detail, secrets)}
 
-    @app.get("/papers")
+    @app.get("/papers", response_model=m.PapersResponse, responses=error_responses(*NEEDS_LAB))
     def papers() -> Any:
         snap = need_lab().index.snapshot
         return {
@@ -255,6 +339,25 @@ def create_app(
     )
     guarded.fastapi = app  # type: ignore[attr-defined]
     return guarded  # type: ignore[return-value]
+
+
+#: ``POST /ingest`` takes either JSON or a multipart PDF upload (parsed by the route itself).
+INGEST_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": m.IngestRequest.model_json_schema()},
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["file"],
+                "properties": {
+                    "file": {"type": "string", "format": "binary", "description": "A PDF."},
+                    "title": {"type": "string", "description": "Shown for the paper."},
+                },
+            }
+        },
+    },
+}
 
 
 def _sse(

@@ -1,18 +1,17 @@
-"""What stands before every endpoint: API key, rate limit, body size; and scrubbing of messages.
+"""What stands before every endpoint: rate limit, API key, body size; and scrubbing of messages.
 
 One pure ASGI middleware, in this order: ``/health`` (and the static demo page) pass untouched;
-with an API key configured (``RAG_API_KEY``) every other request needs a matching ``X-API-Key``
-(401, compared in constant time); each client (its key's hash, else its IP) gets a token bucket of
-``rate_burst`` requests refilled at ``rate_limit_per_minute`` (429 with ``Retry-After``); a request
-body over the limit is refused with 413 before it reaches the app (the body is read at most one
-byte past the limit, whether or not ``Content-Length`` is sent). Errors are JSON ``{error,
-detail}``. :func:`scrub` removes the key and absolute local paths from any text a client or a log
-line may see.
+each client IP gets a token bucket of ``rate_burst`` requests refilled at ``rate_limit_per_minute``
+(429 with ``Retry-After``), checked before the key so guessing keys is limited too; with an API key
+configured (``RAG_API_KEY``) every other request needs a matching ``X-API-Key`` (401, compared in
+constant time); a POST/PUT/PATCH body over the limit is refused with 413 before it reaches the app
+(the body is read at most one chunk past the limit, whether or not ``Content-Length`` is sent).
+Errors are :class:`rag.serve.models.ErrorResponse` JSON ``{error, detail}``. :func:`scrub` removes
+the key and absolute local paths from any text a client or a log line may see.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import logging
@@ -34,6 +33,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: page sends the key, typed by the user, with every API call).
 PUBLIC = ("/health", "/")
 PUBLIC_PREFIX = "/static/"
+#: Methods whose body the guard reads and limits (others reach the app without a body read).
+BODY_METHODS = ("POST", "PUT", "PATCH")
 
 
 def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
@@ -134,19 +135,8 @@ class Guard:
         if self._public(path):
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        given = headers.get("x-api-key", "")
-        if self.api_key and not hmac.compare_digest(given.encode(), self.api_key.encode()):
-            why = "missing X-API-Key header" if not given else "wrong API key"
-            await send_json(send, 401, {"error": "unauthorized", "detail": why})
-            return
         if self.buckets is not None:
-            client = (
-                "key:" + hashlib.sha256(given.encode()).hexdigest()[:16]
-                if given
-                else "ip:" + str((scope.get("client") or ("?",))[0])
-            )
-            wait = self.buckets.take(client)
+            wait = self.buckets.take("ip:" + str((scope.get("client") or ("?",))[0]))
             if wait > 0:
                 await send_json(
                     send, 429,
@@ -154,34 +144,40 @@ class Guard:
                     [(b"retry-after", str(math.ceil(wait)).encode())],
                 )  # fmt: skip
                 return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        given = headers.get("x-api-key", "")
+        if self.api_key and not hmac.compare_digest(given.encode(), self.api_key.encode()):
+            why = "missing X-API-Key header" if not given else "wrong API key"
+            await send_json(send, 401, {"error": "unauthorized", "detail": why})
+            return
+        if scope.get("method") not in BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
         limit = self.max_upload if path in self.upload_paths else self.max_body
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await send_json(send, 413, _too_large(limit))
             return
-        if scope.get("method") in ("POST", "PUT", "PATCH"):
-            body, more = bytearray(), True
-            while more:
-                msg = await receive()
-                if msg["type"] == "http.disconnect":
-                    return
-                body += msg.get("body", b"")
-                more = msg.get("more_body", False)
-                if len(body) > limit:
-                    await send_json(send, 413, _too_large(limit))
-                    return
-            replayed = False
+        body, more = bytearray(), True
+        while more:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return
+            body += msg.get("body", b"")
+            more = msg.get("more_body", False)
+            if len(body) > limit:
+                await send_json(send, 413, _too_large(limit))
+                return
+        replayed = False
 
-            async def replay() -> Message:
-                nonlocal replayed
-                if not replayed:
-                    replayed = True
-                    return {"type": "http.request", "body": bytes(body), "more_body": False}
-                return await receive()
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
 
-            await self.app(scope, replay, send)
-            return
-        await self.app(scope, receive, send)
+        await self.app(scope, replay, send)
 
 
 def _too_large(limit: int) -> dict[str, str]:

@@ -121,5 +121,53 @@ class ChatResponse(AskResponse):
 
 
 class ErrorResponse(BaseModel):
-    error: str
+    """Every error the service answers with (4xx and 5xx), from the app and the guard alike."""
+
+    error: str = Field(description="The kind of error, e.g. 'invalid request', 'rate limited'.")
+    detail: str = Field(
+        description="What was wrong (a bad field is named first); keys and local paths scrubbed."
+    )
+
+
+class NotReady(ErrorResponse):
+    """``GET /ready`` before the index and models are loaded (503)."""
+
+    ready: Literal[False] = False
+    cause: str = Field(description="What is loading, or why loading failed.")
+
+
+class Ready(BaseModel):
+    ready: Literal[True] = True
+    papers: int
+    chunks: int
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class ServedPaperOut(BaseModel):
+    arxiv_id: str
+    title: str
+    source: Literal["profile", "arxiv", "upload"]
+    n_chunks: int
+    added_at: str | None
+
+
+class PapersResponse(BaseModel):
+    n_papers: int
+    n_chunks: int
+    papers: list[ServedPaperOut]
+
+
+class JobOut(BaseModel):
+    """An ingest job (``POST /ingest`` answers 202 with it; ``GET /ingest/{job_id}`` reports it)."""
+
+    job_id: str
+    paper_id: str
+    status: Literal["queued", "running", "done", "failed"]
+    stage: Literal["queued", "fetching", "parsing", "chunking", "embedding", "committing", "done"]
+    added_chunks: int
     detail: str
+    created: float
+    finished: float | None
