@@ -66,8 +66,10 @@ def test_a_failing_notebook_publishes_no_key_and_no_path(project, monkeypatch): 
         if c.cell_type == "code"
         for o in c.outputs
     )
-    assert "\x1b[" in tb and "yaml" in tb  # the coloured traceback is kept, only scrubbed
+    assert "yaml" in tb and "\x1b[" not in tb  # the traceback is kept, without colour codes
     for name, text in _published_text(out).items():
+        # no colour codes in any written file, raw or JSON-escaped (the traceback is plain text)
+        assert "\x1b[" not in text and "\\u001b[" not in text, name
         assert fake_key not in text, name
         assert str(paths.project_root()) not in text, name
         assert sys.prefix not in text, name

@@ -21,18 +21,19 @@ from typing import Any
 
 from rag import paths
 from rag.errors import PublishError
-from rag.scrub import ScrubReport, scrub
+from rag.scrub import ANSI, ScrubReport, scrub, strip_ansi
 
 __all__ = ["ScrubReport", "publish_file", "scrub", "scrub_file", "scrub_json", "scrub_text_of"]
 
 
 def scrub_json(value: Any, env: Mapping[str, str] | None = None) -> tuple[Any, ScrubReport]:
-    """A parsed JSON value with every string (keys included) scrubbed, and what was replaced."""
+    """A parsed JSON value with every string (keys included) scrubbed and stripped of colour
+    codes, and what was replaced."""
     report = ScrubReport()
 
     def walk(v: Any) -> Any:
         if isinstance(v, str):
-            clean, r = scrub(v, env)
+            clean, r = scrub(strip_ansi(v), env)
             report.merge(r)
             return clean
         if isinstance(v, list):
@@ -49,19 +50,21 @@ def scrub_text_of(
 ) -> tuple[str, ScrubReport]:
     """Scrub a file's text: string by string for ``.ipynb`` / ``.json``, as plain text otherwise.
 
-    A notebook is serialised as nbformat writes it (indent 1, sorted keys, UTF-8), so a clean
-    notebook keeps its bytes and a scrubbed one stays valid.
+    Terminal colour codes (as in the traceback of a failed notebook) are removed too: a published
+    file is read in a browser or an editor, not a terminal. A notebook is serialised as nbformat
+    writes it (indent 1, sorted keys, UTF-8), so a clean notebook keeps its bytes and a scrubbed
+    one stays valid.
     """
     if path.suffix not in (".ipynb", ".json"):
-        return scrub(text, env)
+        return scrub(strip_ansi(text), env)
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
         # A file cut short by a kill: no JSON to walk, so scrub the text (it is not published
         # as a notebook anyway; the runner only stages it).
-        return scrub(text, env)
+        return scrub(ANSI.sub("", text), env)
     clean, report = scrub_json(data, env)
-    if not report:
+    if clean == data:
         return text, report
     if path.suffix == ".ipynb":
         return json.dumps(clean, indent=1, sort_keys=True, ensure_ascii=False) + "\n", report
