@@ -21,11 +21,25 @@ FLOORS = {
     "errors": 0, "paths": 0, "types": 0, "ir": 0, "jsonl": 0, "shard": 0, "__init__": 0,
     "scrub": 0,
     "llm": 1, "text": 2, "corpus": 3, "index": 4, "retrieval": 5, "answer": 6, "judge": 7,
-    "evaluation": 8, "report": 9, "serve": 10, "bench": 11, "cli": 12,
+    "evaluation": 8, "papers": 8, "report": 9, "serve": 10, "bench": 11, "cli": 12,
 }  # fmt: skip
 PKG = paths.project_root() / "rag"
-#: Modules allowed over MAX_LINES, each with the reason stated in its docstring.
-MAX_LINES = 400
+#: A module holds one idea and is read in one sitting: at most this many lines.
+MAX_LINES = 500
+#: The modules still over MAX_LINES, each with how it will be split. The list only shrinks: a
+#: module that drops under the cap must leave it.
+LONG_MODULES = {
+    "corpus/ingest.py": "split plan: the download-and-verify loop (fetch, sha256 pin, mirror) "
+    "into corpus/fetch.py; the IngestSummary record and its JSON into corpus/ingest_summary.py",
+    "corpus/arxiv_client.py": "split plan: the polite HTTP session (rate limit, retries, 429/503 "
+    "backoff) into corpus/http.py; the arXiv API query and Atom parsing stay",
+    "corpus/parse.py": "split plan: the block classifier (headers/footers, references, "
+    "captions) into corpus/blocks.py; the PDF reader and the parsed-paper cache stay",
+    "llm/local.py": "split plan: the GGUF weights resolution and download into llm/weights.py; "
+    "the llama.cpp chat model and its grammar stay",
+    "judge/offline.py": "split plan: settings and the named judges into judge/settings.py; "
+    "featurisation and the CV fit into judge/fit.py; the judge class stays",
+}
 
 
 def _modules() -> list[Path]:
@@ -101,14 +115,24 @@ def test_no_import_cycle():
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
-def test_long_modules_say_why(path):
+def test_modules_stay_under_the_size_cap(path):
+    rel = path.relative_to(PKG).as_posix()
     n = len(path.read_text().splitlines())
-    if n <= MAX_LINES:
-        return
-    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    assert "Why this module is long" in doc, (
-        f"{path.name} has {n} lines (> {MAX_LINES}): split it or say why in its docstring"
-    )
+    if rel in LONG_MODULES:
+        assert n > MAX_LINES, (
+            f"rag/{rel} has {n} lines, under the {MAX_LINES}-line cap: remove it from LONG_MODULES"
+        )
+    else:
+        assert n <= MAX_LINES, (
+            f"rag/{rel} has {n} lines (> {MAX_LINES}): split it by idea, or add it to "
+            "LONG_MODULES with its split plan"
+        )
+
+
+def test_long_modules_exist_and_state_a_split_plan():
+    for rel, plan in LONG_MODULES.items():
+        assert (PKG / rel).is_file(), f"LONG_MODULES names rag/{rel}, which does not exist"
+        assert plan.startswith("split plan: "), f"rag/{rel}: state the split plan"
 
 
 def test_readme_package_map_matches_the_folders():

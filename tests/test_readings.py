@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -117,7 +119,7 @@ def test_faithfulness_is_never_shown_without_answered_rate_and_f1():
 
 def test_answers_are_shortened_and_repeated_lines_collapsed():
     text = "The answer is 4.\n" + "The previous answer is:\n" * 20 + "done"
-    assert readings._trim_answer(text) == "The answer is 4. The previous answer is: done"
+    assert readings.trim_answer(text) == "The answer is 4. The previous answer is: done"
 
 
 @pytest.mark.parametrize(
@@ -136,3 +138,57 @@ def test_scifact_reading_skips_rows_not_run_on_scifact():
     block = {"bm25": m(0.667), "dense": m(0.645), "hybrid": m(0.685), "hyde": {"not_run": "x"}}
     text = readings.scifact_reproduction(block, 300, {"bm25": 0.665, "dense": 0.645}).data
     assert "the measurement is reproduced" in text and "Highest row: hybrid 0.685" in text
+
+
+def _chunk_block():
+    m = lambda v: {"ndcg@10": {"mean": v, "ci_low": v - 0.05, "ci_high": v + 0.05}, "n": 40}  # noqa: E731
+    return {"bm25": m(0.30), "hybrid": m(0.32), "_skipped": {}}
+
+
+def test_context_choice_quotes_notebook_04_from_its_chunk_block():
+    best = readings.context_choice_reading("hybrid", _chunk_block()).data
+    assert best == (
+        "**Retrieval held constant:** `hybrid`, the highest chunk nDCG@10 in notebook 04, "
+        "0.320 (95 % CI 0.270–0.370)."
+    )
+    other = readings.context_choice_reading("bm25", _chunk_block()).data
+    assert "chunk nDCG@10 0.300 (95 % CI 0.250–0.350) in notebook 04; hybrid scored" in other
+    assert "(0.320, CI 0.270–0.370)" in other
+    assert "has not recorded" in readings.context_choice_reading("bm25", {}).data
+
+
+def test_context_choice_loader_reads_the_run_folder(tmp_path):
+    (tmp_path / "04_retrieval").mkdir()
+    m04 = {"corpus_gold": {"chunk": _chunk_block()}}
+    (tmp_path / "04_retrieval" / "metrics.json").write_text(json.dumps(m04), encoding="utf-8")
+    assert readings.retrieval_chunk_metrics(str(tmp_path)) == _chunk_block()
+    assert readings.context_choice("hybrid", str(tmp_path)).data == (
+        readings.context_choice_reading("hybrid", _chunk_block()).data
+    )
+    assert readings.retrieval_chunk_metrics(str(tmp_path / "nowhere")) == {}
+
+
+def test_conversation_answer_names_each_condition_and_the_real_differences():
+    idx = ["follow-up (raw)", "original (upper bound)", "rewrite: rules"]
+    cis = ["[0.05, 0.15]", "[0.3, 0.5]", "[0.2, 0.4]"]
+    table = pd.DataFrame({"n": [12, 12, 12], "ndcg@10": [0.1, 0.4, 0.3], "ndcg@10 CI": cis}, idx)
+    restoration = pd.DataFrame({"n": [12], "restored": [9]}, index=["rewrite: rules"])
+    pairs = pd.DataFrame({"significant": [True, False], "reading": ["rules beats raw", "tie"]})
+    text = readings.answer_conversation(table, pairs, restoration)
+    assert text == (
+        "On 12 follow-ups, retrieving with the raw follow-up gives nDCG@10 0.100 [0.05, 0.15] "
+        "against 0.400 [0.3, 0.5] for the original standalone question. rewrite: rules: 0.300 "
+        "[0.2, 0.4], entity restored in 9/12. 1 of 2 paired differences are significant after "
+        "Holm correction: rules beats raw"
+    )
+    assert readings.answer_conversation(table.iloc[0:0], pairs, restoration).startswith(
+        "The construction rule yields no follow-up"
+    )
+
+
+def test_every_public_reading_has_a_docstring():
+    import inspect
+
+    for name in readings.__all__:
+        obj = getattr(readings, name)
+        assert inspect.getdoc(obj), f"readings.{name} has no docstring"

@@ -13,6 +13,7 @@ import pytest
 
 from rag.errors import DownloadError, GoldError
 from rag.evaluation import scifact
+from rag.evaluation.stats import CI
 
 
 def _tiny_zip() -> bytes:
@@ -163,33 +164,36 @@ def test_bm25_reproduces_the_published_range_on_all_300_queries(shared_dir, tmp_
     built in the test's empty cache); measured 0.6671 (project tokenizer) and 0.6852 (Porter).
     """
     res = scifact.reproduce((), root=shared_dir / "datasets" / "scifact", show_progress=False)
-    ndcg, ci = res["ndcg@10"], res["ci"]
+    ndcg = {n: ci.estimate for n, ci in res["ndcg@10"].items()}
     assert set(ndcg) == {"bm25", "bm25_porter"}, "embedders=() builds no dense run"
     assert (res["n_queries"], res["n_docs"]) == (300, 5183)
     pub = scifact.PUBLISHED_NDCG10
     assert abs(ndcg["bm25"] - pub["bm25_multifield"]) <= 0.01  # BEIR, Lucene multifield 0.665
     assert abs(ndcg["bm25_porter"] - pub["bm25_flat"]) <= 0.01  # BEIR, flat 0.679
-    for name, v in ndcg.items():
-        assert ci[name][0] <= v <= ci[name][1], name
+    for name, ci in res["ndcg@10"].items():
+        assert ci.low <= ci.estimate <= ci.high and ci.n == 300, name
+        assert ci.estimate == round(ci.estimate, 4), "rounded to 4 decimals"
     assert not list(tmp_cache.rglob("dense-*")), "no dense index was built"
 
 
 @pytest.mark.slow
 def test_reproduces_published_table(shared_dir):
     res = scifact.reproduce(("minilm",), root=shared_dir / "datasets" / "scifact")
-    ndcg = res["ndcg@10"]
+    ndcg = {n: ci.estimate for n, ci in res["ndcg@10"].items()}
     assert set(ndcg) == {"bm25", "bm25_porter", "minilm"}
     assert abs(ndcg["bm25"] - 0.665) <= 0.01  # Lucene multifield, BEIR paper
     assert abs(ndcg["bm25_porter"] - 0.679) <= 0.01  # flat BM25
     assert abs(ndcg["minilm"] - 0.645) <= 0.01  # MTEB all-MiniLM-L6-v2
-    assert all(lo <= ndcg[n] <= hi for n, (lo, hi) in res["ci"].items())
+    assert all(ci.low <= ci.estimate <= ci.high for ci in res["ndcg@10"].values())
 
 
 def test_print_table_shows_each_system_with_its_ci_and_published_value(capsys):
-    # the shape reproduce() returns ("ci" beside "ndcg@10"), as `rag scifact` prints it
+    # the shape reproduce() returns (a CI record per system), as `rag scifact` prints it
     res = {
-        "ndcg@10": {"bm25": 0.6671, "minilm": 0.645},
-        "ci": {"bm25": [0.6216, 0.7089], "minilm": [0.6, 0.69]},
+        "ndcg@10": {
+            "bm25": CI(0.6671, 0.6216, 0.7089, 300, "BCa"),
+            "minilm": CI(0.645, 0.6, 0.69, 300, "BCa"),
+        }
     }
     scifact.print_table(res)
     lines = capsys.readouterr().out.splitlines()
@@ -207,7 +211,7 @@ def test_cli_scifact_prints_the_reproduced_table(monkeypatch, capsys):
 
     def fake_reproduce(embedders):
         seen.append(embedders)
-        return {"ndcg@10": {"bm25": 0.5}, "ci": {"bm25": [0.4, 0.6]}}
+        return {"ndcg@10": {"bm25": CI(0.5, 0.4, 0.6, 2, "BCa")}}
 
     monkeypatch.setattr(scifact, "reproduce", fake_reproduce)
     assert cli.main(["scifact", "minilm", "e5-small"]) == 0

@@ -157,3 +157,47 @@ def test_describe_difference_readings():
     assert null.startswith("a and b are not distinguishable on n=30 questions")
     mixed = describe_difference("a", "b", _result(0.02, -0.001, 0.04, 0.03))
     assert "borderline" in mixed
+
+
+@pytest.mark.parametrize(
+    ("stored", "mean_key"),
+    [
+        ({"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10}, "mean"),  # metrics.py, 04, 06
+        ({"mean": 0.5, "ci": [0.4, 0.6], "n": 10}, "mean"),  # notebook 05's answerer blocks
+        ({"mean": 0.5, "ci": [0.4, 0.6], "n_scored": 10}, "mean"),  # 05's faithfulness block
+        (
+            {"found_rate": 0.5, "n": 10, "ci": {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6}},
+            "found_rate",
+        ),  # notebook 01's evidence found
+        ({"rate": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 10}, "rate"),  # notebook 02
+    ],  # fmt: skip
+)
+def test_every_stored_interval_layout_reads_back_to_one_record(stored, mean_key):
+    ci = CI.from_dict(stored, mean_key)
+    assert (ci.estimate, ci.low, ci.high, ci.n) == (0.5, 0.4, 0.6, 10)
+    assert ci.defined and ci.method_used == "stored"
+
+
+def test_the_two_written_layouts_round_trip():
+    ci = CI(0.25, 0.125, 0.375, 8, "BCa")
+    assert ci.to_dict() == {"mean": 0.25, "ci_low": 0.125, "ci_high": 0.375, "n": 8}
+    assert ci.to_pair_dict() == {"mean": 0.25, "ci": [0.125, 0.375], "n": 8}
+    for d in (ci.to_dict(), ci.to_pair_dict()):
+        assert CI.from_dict(d).bounds == (0.125, 0.375)
+    assert CI.from_dict({"balanced_accuracy": 0.7, "ci_low": 0.6, "ci_high": 0.8, "n": 3,
+                         "ci_method": "BCa"}, "balanced_accuracy").method_used == "BCa"  # fmt: skip
+
+
+def test_missing_values_are_an_explicit_record_not_nan():
+    ci = CI.missing()
+    assert (ci.estimate, ci.bounds, ci.n, ci.defined) == (None, (None, None), 0, False)
+    assert ci.to_dict() == {"mean": None, "ci_low": None, "ci_high": None, "n": 0}
+    assert ci.to_pair_dict() == {"mean": None, "ci": [None, None], "n": 0}
+    assert str(ci) == "– (no values, n=0)"
+
+
+def test_rounded_and_overlaps():
+    a = CI(0.123456, 0.1, 0.149999, 5, "BCa").rounded(4)
+    assert (a.estimate, a.low, a.high, a.n) == (0.1235, 0.1, 0.15, 5)
+    assert a.overlaps(CI(0.2, 0.15, 0.3, 5, "BCa")), "sharing the end point 0.15 overlaps"
+    assert not a.overlaps(CI(0.2, 0.1501, 0.3, 5, "BCa"))

@@ -138,31 +138,3 @@ def restoration_table(
                      "share": share, "ci_low": ci.low if ci else share,
                      "ci_high": ci.high if ci else share})  # fmt: skip
     return pd.DataFrame(rows).set_index("condition")
-
-
-def reading(table: pd.DataFrame, pairwise: pd.DataFrame, restoration: pd.DataFrame) -> str:
-    """A one-paragraph reading of the comparison, computed from the recorded numbers."""
-    if table.empty:
-        return "The construction rule yields no follow-up on this corpus: nothing to measure."
-    raw, top = "follow-up (raw)", "original (upper bound)"
-
-    def nd(name: str) -> str:
-        r = table.loc[name]
-        return f"{r['ndcg@10']:.3f} {r['ndcg@10 CI']}"
-
-    parts = [
-        f"On {int(table.loc[raw, 'n'])} follow-ups, retrieving with the raw follow-up gives "
-        f"nDCG@10 {nd(raw)} against {nd(top)} for the original standalone question."
-    ]
-    for name in [n for n in table.index if n not in (raw, top)]:
-        rest = restoration.loc[name]
-        parts.append(
-            f"{name}: {nd(name)}, entity restored in {int(rest['restored'])}/{int(rest['n'])}."
-        )
-    if not pairwise.empty:
-        sig = pairwise[pairwise["significant"]]
-        parts.append(
-            f"{len(sig)} of {len(pairwise)} paired differences are significant after Holm "
-            "correction" + (": " + "; ".join(sig["reading"].astype(str)) if len(sig) else ".")
-        )
-    return " ".join(parts)

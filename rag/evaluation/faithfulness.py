@@ -4,10 +4,6 @@ Notebook 05 calls :func:`grade_answerer` once per answerer (every answerer sees 
 stored contexts, so only the answerer varies), then :func:`summary_table` and :func:`paired_table`.
 A judge's numbers are only as good as the judge: the notebook shows them beside its balanced
 accuracy on human labels (:mod:`rag.evaluation.judge_validation`).
-
-Why this module is long: grading, the summary and paired tables, the worked-example rule, the
-LLM-judge pass, the support trade-off curve and the per-question trace records all read the same
-:class:`AnswererGrade`; splitting them would scatter one record's readers over modules.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ import pandas as pd
 
 from rag.answer.claims import parse_answer
 from rag.answer.context import Context
-from rag.answer.generate import Answer
 from rag.errors import RagError
 from rag.evaluation.answers import answer_quality
 from rag.evaluation.citations import (
@@ -31,7 +26,7 @@ from rag.evaluation.citations import (
     faithfulness_metrics,
 )
 from rag.evaluation.gold import GoldItem
-from rag.evaluation.stats import bootstrap_ci, correct, describe_difference, paired_test
+from rag.evaluation.stats import CI, bootstrap_ci, correct, describe_difference, paired_test
 
 #: Per-question columns summarised with bootstrap CIs.
 SCORED = ("faithfulness", "citation_recall", "citation_precision", "answer_f1", "exact_match")
@@ -56,11 +51,11 @@ class AnswererGrade:
 
     def to_metrics(self, summary_row: Mapping[str, Any]) -> dict[str, Any]:
         """This answerer's block of ``metrics.json``, from its row of :func:`summary_table`."""
-        fm = self.faithfulness
+        fm, f = self.faithfulness, row_interval(summary_row, "faithfulness")
         out: dict[str, Any] = {
             "faithfulness": {
-                "mean": summary_row["faithfulness"],
-                "ci": list(summary_row["faithfulness CI"]),
+                "mean": f.estimate,
+                "ci": list(f.bounds),
                 "n_scored": fm["n_scored"],
                 "answered_rate": fm["answered_rate"],
                 "n_refusal": fm["n_refusal"],
@@ -69,11 +64,7 @@ class AnswererGrade:
             }
         }
         for m in ("citation_precision", "citation_recall", "answer_f1", "exact_match"):
-            out[m] = {
-                "mean": summary_row[m],
-                "ci": list(summary_row[f"{m} CI"]),
-                "n": int(summary_row[f"{m} n"]),
-            }
+            out[m] = row_interval(summary_row, m).to_pair_dict()
         for m in ("boolean_accuracy", "negative_rejection", "false_rejection", "repeated_lines"):
             out[m] = summary_row[m]
         out["boolean_n"] = int(summary_row["boolean_accuracy n"])
@@ -86,6 +77,7 @@ class AnswererGrade:
 
     def cost(self) -> dict[str, Any]:
         a = list(self.answers.values())
+        """Cost, tokens, fresh and cached calls, and mean fresh latency of the answers."""
         fresh = [x for x in a if not x.cached]
         return {
             "cost_usd": float(sum(x.cost_usd for x in fresh)),
@@ -146,11 +138,18 @@ def grade_answerer(
     return AnswererGrade(name, dict(answers), per_q, fm, quality, judgements, cites)
 
 
-def _ci(values: pd.Series, seed: int) -> dict[str, Any]:
+def _ci(values: pd.Series, seed: int) -> CI:
     v = values.dropna().astype(float).to_numpy()
     if len(v) == 0:
-        return {"mean": None, "ci_low": None, "ci_high": None, "n": 0}
-    return bootstrap_ci(v, seed=seed).to_dict()
+        return CI.missing()
+    return bootstrap_ci(v, seed=seed)
+
+
+def row_interval(summary_row: Mapping[str, Any], metric: str) -> CI:
+    """The interval of ``metric`` in a row of :func:`summary_table` (columns ``m``, ``m CI``,
+    ``m n``)."""
+    low, high = summary_row[f"{metric} CI"]
+    return CI(summary_row[metric], low, high, int(summary_row[f"{metric} n"]), "stored")
 
 
 def boolean_answers(extra: dict[str, Any]) -> str:
@@ -169,11 +168,7 @@ def summary_table(grades: Sequence[AnswererGrade], *, seed: int = 0) -> pd.DataF
         row: dict[str, Any] = {"answerer": g.name}
         for m in SCORED:
             ci = _ci(g.per_question[m], seed)
-            row[m], row[f"{m} CI"], row[f"{m} n"] = (
-                ci["mean"],
-                (ci["ci_low"], ci["ci_high"]),
-                ci["n"],
-            )
+            row[m], row[f"{m} CI"], row[f"{m} n"] = ci.estimate, ci.bounds, ci.n
         row["answered_rate"] = g.faithfulness["answered_rate"]
         row["claims_per_answer"] = g.faithfulness["claims_per_answer"]
         row["negative_rejection"] = g.quality["negative_rejection"].value

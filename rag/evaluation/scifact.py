@@ -32,6 +32,7 @@ from tenacity import (
 )
 
 from rag.errors import DownloadError, GoldError
+from rag.evaluation.stats import CI
 from rag.ir import Qrels
 from rag.jsonl import iter_jsonl
 from rag.paths import resolve, shared_dir
@@ -229,8 +230,8 @@ def reproduce(
     cannot disagree. Systems: ``bm25`` (project tokenizer), ``bm25_porter`` (Porter stemming) and
     one dense run per embedder name.
 
-    Returns ``{"ndcg@10": {system: value}, "ci": {system: [low, high]}, "published":
-    PUBLISHED_NDCG10, "seconds": {...}, "n_queries", "n_docs"}``.
+    Returns ``{"ndcg@10": {system: CI}, "published": PUBLISHED_NDCG10, "seconds": {...},
+    "n_queries", "n_docs"}``, each :class:`~rag.evaluation.stats.CI` rounded to 4 decimals.
     """
     from rag.evaluation.metrics import evaluate_run
     from rag.index.build import index_documents
@@ -238,8 +239,7 @@ def reproduce(
 
     corpus, queries, qrels = load_scifact(root)
     names = (["bm25", "bm25_porter"] if bm25 else []) + list(embedders)
-    results: dict[str, float] = {}
-    cis: dict[str, list[float]] = {}
+    results: dict[str, CI] = {}
     seconds: dict[str, float] = {}
     for name in names:
         t0 = time.perf_counter()
@@ -253,12 +253,10 @@ def reproduce(
         runs = run_queries(retriever, queries, 100, show_progress=show_progress)
         seconds[name] = round(time.perf_counter() - t0, 2)
         ev = evaluate_run(qrels, drop_self_hits(runs), ("ndcg@10",))
-        ci = ev.aggregate["ndcg@10"]
-        results[name], cis[name] = round(ci.estimate, 4), [round(ci.low, 4), round(ci.high, 4)]
-        logger.info("SciFact %s nDCG@10 = %.4f (%.1fs)", name, results[name], seconds[name])
+        results[name] = ev.aggregate["ndcg@10"].rounded(4)
+        logger.info("SciFact %s nDCG@10 = %s (%.1fs)", name, results[name], seconds[name])
     return {
         "ndcg@10": results,
-        "ci": cis,
         "published": PUBLISHED_NDCG10,
         "seconds": seconds,
         "n_queries": len(queries),
@@ -274,9 +272,11 @@ def published_label(system: str) -> str:
 def print_table(res: dict[str, Any]) -> None:
     """Print the reproduction next to the published numbers."""
     print(f"{'system':<14}{'nDCG@10':>9}  {'95% CI':<17}published")
-    for name, v in res["ndcg@10"].items():
-        lo, hi = res["ci"][name]
-        print(f"{name:<14}{v:>9.4f}  [{lo:.3f}, {hi:.3f}]   {published_label(name) or '-'}")
+    for name, ci in res["ndcg@10"].items():
+        print(
+            f"{name:<14}{ci.estimate:>9.4f}  [{ci.low:.3f}, {ci.high:.3f}]   "
+            f"{published_label(name) or '-'}"
+        )
 
 
 def subset(

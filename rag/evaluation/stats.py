@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats as sps
@@ -39,41 +39,100 @@ Statistic = Callable[..., float]
 
 @dataclass(frozen=True, slots=True)
 class CI:
-    """A point estimate with its confidence interval.
+    """A point estimate with its confidence interval: the project's one interval record.
+
+    Bootstrap CIs of retrieval metrics, answer metrics, judge accuracy and SciFact scores are all
+    this record; :meth:`to_dict` and :meth:`to_pair_dict` write the two ``metrics.json`` layouts
+    and :meth:`from_dict` reads any stored layout back, so no reader unpacks bounds by hand.
 
     Attributes:
-        estimate: the statistic on the observed values (the mean, for metrics).
-        low: lower bound, or ``None`` when no interval is defined (``n == 1``).
+        estimate: the statistic on the observed values (the mean, for metrics); ``None`` only
+            when there are no values (:meth:`missing`).
+        low: lower bound, or ``None`` when no interval is defined (``n <= 1``).
         high: upper bound, or ``None`` when no interval is defined.
         n: number of values (questions) behind the estimate.
         method_used: how the interval was obtained: ``"BCa"``, ``"percentile"``, ``"basic"``,
             ``"percentile (BCa degenerate)"``, ``"constant"`` (all values equal, interval
-            ``[x, x]``) or ``"undefined (n=1)"``.
+            ``[x, x]``), ``"undefined (n=1)"``, ``"undefined (n=0)"`` or ``"stored"`` (read
+            back from a file that did not record the method).
         confidence: the confidence level, e.g. 0.95.
     """
 
-    estimate: float
+    estimate: float | None
     low: float | None
     high: float | None
     n: int
     method_used: str
     confidence: float = 0.95
 
+    @classmethod
+    def missing(cls, confidence: float = 0.95) -> CI:
+        """The record of no values at all: no estimate, no interval, ``n == 0``."""
+        return cls(None, None, None, 0, "undefined (n=0)", confidence)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], mean_key: str = "mean") -> CI:
+        """Read an interval back from a stored record (a dict or a table row).
+
+        The bounds are read from ``ci_low``/``ci_high``, from a ``ci`` pair ``[low, high]``, or
+        from a ``ci`` record holding ``ci_low``/``ci_high``; the estimate from ``mean_key`` (e.g.
+        ``"found_rate"``, ``"balanced_accuracy"``); ``n`` from ``n`` or ``n_scored``. Values are
+        kept as stored, so a reading formats exactly the numbers the file holds.
+        """
+        inner = d.get("ci")
+        if isinstance(inner, Mapping):
+            low, high = inner.get("ci_low"), inner.get("ci_high")
+        elif isinstance(inner, list | tuple):
+            low, high = inner
+        else:
+            low, high = d.get("ci_low"), d.get("ci_high")
+        n = d.get("n", d.get("n_scored"))
+        return cls(
+            d.get(mean_key),
+            low,
+            high,
+            int(n) if n is not None else 0,
+            str(d.get("ci_method", "stored")),
+        )
+
     @property
     def defined(self) -> bool:
-        """Whether an interval exists (false only for a single value)."""
+        """Whether an interval exists (false for a single value or none)."""
         return self.low is not None and self.high is not None
 
     @property
-    def mean(self) -> float:
+    def mean(self) -> float | None:
         """Alias of :attr:`estimate` for the common case where the statistic is the mean."""
         return self.estimate
+
+    @property
+    def bounds(self) -> tuple[float | None, float | None]:
+        """``(low, high)``."""
+        return self.low, self.high
+
+    def overlaps(self, other: CI) -> bool:
+        """Whether the two intervals share a point (both must be defined)."""
+        return self.low <= other.high and other.low <= self.high
+
+    def rounded(self, digits: int) -> CI:
+        """The same record with estimate and bounds rounded to ``digits`` decimals."""
+
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, digits)
+
+        return replace(self, estimate=r(self.estimate), low=r(self.low), high=r(self.high))
 
     def to_dict(self) -> dict:
         """The ``metrics.json`` shape ``{"mean", "ci_low", "ci_high", "n"}`` (None: undefined)."""
         return {"mean": self.estimate, "ci_low": self.low, "ci_high": self.high, "n": self.n}
 
+    def to_pair_dict(self) -> dict:
+        """The answerer blocks' shape ``{"mean", "ci": [low, high], "n"}`` (notebook 05)."""
+        return {"mean": self.estimate, "ci": [self.low, self.high], "n": self.n}
+
     def __str__(self) -> str:
+        if self.estimate is None:
+            return f"– (no values, n={self.n})"
         if not self.defined:
             return f"{self.estimate:.3f} (no CI, n={self.n})"
         pct = round(self.confidence * 100)
