@@ -17,6 +17,7 @@ import pandas as pd
 
 from rag.answer.claims import parse_answer
 from rag.answer.context import Context
+from rag.answer.generate import Answer
 from rag.errors import RagError
 from rag.evaluation.answers import answer_quality
 from rag.evaluation.citations import (
