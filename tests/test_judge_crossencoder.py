@@ -1,5 +1,5 @@
-"""The judge cross-encoder bench's labelling and training loop (the bench itself fine-tunes on
-judge_train, 11-55 min, and runs outside the test tier)."""
+"""experiments/judge_crossencoder: its sentence labelling, pair scoring and training loop (the
+experiment itself fine-tunes on all of judge_train and is not run here)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from rag.bench.judge_crossencoder import (
+from experiments._common import read_rows
+from experiments.judge_crossencoder.run import (
     LABELS,
     _flat,
     _pair_max,
     fine_tune,
     predict,
-    read_rows,
     sentence_pairs,
 )
 from rag.errors import ConfigError
@@ -74,6 +74,7 @@ def test_an_empty_file_is_a_clear_error(tmp_path):
         read_rows(tmp_path / "empty.jsonl")
 
 
+@pytest.mark.slow
 def test_fine_tuning_fits_a_separable_toy_set_and_keeps_frozen_layers():
     pairs = [("the drug works", "the drug works well"), ("the drug works", "rain fell in june")] * 8
     labels = [1, 0] * 8

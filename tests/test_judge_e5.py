@@ -1,5 +1,5 @@
-"""The judge-e5 bench's columns, its veto-aware decision and its dev gate, with a bag-of-words
-encoder standing in for e5 (the bench itself encodes ~9k SciFact sentences, ~5 min)."""
+"""experiments/judge_e5: its columns, its veto-aware decision and its dev gate, with a bag-of-words
+encoder standing in for e5 (the experiment itself encodes every SciFact train sentence)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from rag.bench import judge_e5
+from experiments.judge_e5 import run as judge_e5
 from tests.fakeembed import BowEmbedder
 
 ABSTRACT = (
@@ -91,3 +91,21 @@ def test_dev_is_read_only_past_the_bar(tmp_path, tmp_cache, monkeypatch):
     monkeypatch.setattr(judge_e5, "DEV_BAR", -1.0)
     with pytest.raises(Exception, match="no_dev_here"):
         judge_e5.run(str(train), str(missing), **kw)
+
+
+@pytest.mark.slow
+def test_under_the_real_e5_the_flip_gain_points_to_the_contradicted_claim(tmp_cache):
+    from rag.index.e5_fp32 import E5Fp32Embedder
+
+    e5 = E5Fp32Embedder()
+    abstract = "Aspirin increases the risk of bleeding in adults. The trial enrolled 400 adults."
+    rows = [
+        {**_row(f"Aspirin {verb} the risk of bleeding in adults.", label), "abstract": abstract}
+        for verb, label in (("decreases", "CONTRADICT"), ("increases", "SUPPORT"))
+    ]
+    x = judge_e5.e5_features(rows, e5.encode_queries, e5.encode_passages)
+    flip, best, second = (judge_e5.NAMES.index(n) for n in ("e5_flipgain", "e5_max", "e5_second"))
+    # the flip of the contradicted claim is the evidence's own sentence, and vice versa
+    assert x[0, flip] > 0 > x[1, flip]
+    assert x[1, best] > x[1, second]  # the restated sentence beats the enrolment sentence
+    assert np.all(np.abs(x[:, [best, second]]) <= 1 + 1e-5)  # cosines of unit vectors

@@ -1,5 +1,6 @@
-"""The judge-LM bench's scorer (real packaged SmolLM2 under llama.cpp), its cache and its dev gate
-(the bench itself featurises 919 train pairs, ~19 min, and runs outside the test tier)."""
+"""experiments/judge_lm: its scorer (the real packaged SmolLM2 under llama.cpp, slow tier), its
+feature cache and its dev gate (the experiment itself featurises every train pair and is not run
+here)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from rag.bench import judge_lm
+from experiments.judge_lm import run as judge_lm
 from tests.fakeembed import BowEmbedder
 
 PASSAGE = (
@@ -23,6 +24,7 @@ def scorer():
     return judge_lm.ClaimScorer(judge_lm.load_llm(n_ctx=256), max_tokens=250)
 
 
+@pytest.mark.slow
 def test_keeping_the_prefix_gives_the_same_log_probabilities_as_a_fresh_pass(scorer):
     prefix = judge_lm.PASSAGE.format(passage=PASSAGE)
     scorer(prefix, "The model was trained for three epochs.")  # leaves the prefix cached
@@ -35,6 +37,7 @@ def test_keeping_the_prefix_gives_the_same_log_probabilities_as_a_fresh_pass(sco
     assert np.all(kept <= 0)  # log-probabilities
 
 
+@pytest.mark.slow
 def test_a_claim_copied_from_the_passage_has_positive_pmi_and_more_than_an_unrelated_one(scorer):
     copied = judge_lm.pair_features(scorer, PASSAGE, "We trained the model for three epochs.")
     unrelated = judge_lm.pair_features(

@@ -1,9 +1,9 @@
 """Does the packaged small LM's conditional likelihood add anything to the offline judge?
 
-Issue 13 asks for an offline judge that catches contradictions, with no NLI model installable
-here. Besides hand-built cues (offline-v2) and a fine-tuned MiniLM cross-encoder
-(:mod:`rag.bench.judge_crossencoder`), a third signal is free: how much more likely the packaged
-SmolLM2-135M finds the claim after reading the evidence than without it (pointwise mutual
+The offline judge must catch contradictions with no NLI model installable here. Besides
+hand-built cues (offline-v2) and a fine-tuned MiniLM cross-encoder
+(:mod:`experiments.judge_crossencoder.run`), a third signal is free: how much more likely the
+packaged SmolLM2-135M finds the claim after reading the evidence than without it (pointwise mutual
 information, as in perplexity-based fact checking, Lee et al., 2021). Per SciFact pair, with the
 ``k`` abstract sentences closest to the claim (MiniLM cosine, in document order) as the passage:
 
@@ -21,10 +21,10 @@ over the offline-v2 features, with and without these five columns (and the two s
 balanced accuracy beats the features alone by at least :data:`DEV_BAR`; otherwise the JSON says
 dev was not read.
 
-``python -m rag.bench.judge_lm`` writes ``outputs/bench/judge_lm.json``. Needs llama-cpp-python
-(``make setup`` builds it) and ``../shared``. ~19 min for the 919 train pairs on 2 cores (four
-llama.cpp passes per pair, the passage evaluated once); features are cached in blocks of
-:data:`BLOCK` pairs, so an interrupted run resumes where it stopped.
+``python -m experiments.judge_lm.run`` writes ``outputs/bench/judge_lm.json``. Needs
+llama-cpp-python (``make setup`` builds it) and ``../shared``. Four llama.cpp passes per pair (the
+passage evaluated once); features are cached in blocks of :data:`BLOCK` pairs, so an interrupted
+run resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -38,18 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from experiments._common import DEV_PATH, TRAIN_PATH, dev_card, read_rows, stack_cv, train_setup
 from rag import paths
 from rag.bench import write_json
-from rag.bench.judge_crossencoder import (
-    TRAIN_PATH,
-    _dev_card,
-    _stack_cv,
-    read_rows,
-    train_setup,
-)
 from rag.errors import ConfigError
 
-DEV_PATH = "../shared/datasets/scifact/judge_dev.jsonl"
 #: The recipe's version: part of the feature cache key.
 RECIPE = "judge-lm-pmi-v1"
 NAMES = ("pmi_mean", "pmi_sum", "pmi_min", "flip_contrast", "cond_mean")
@@ -221,7 +214,7 @@ def run(
     cv: dict[str, dict] = {}
     for name, cols in VARIANTS.items():
         xt = np.c_[x, lm[:, list(cols)]] if cols else x
-        best, oof, _ = _stack_cv(xt, y, xt[:1], folds, settings)
+        best, oof, _ = stack_cv(xt, y, xt[:1], folds, settings)
         cv[name] = {**best, "oof_auc": round(float(roc_auc_score(y, oof)), 4)}
     base = cv["features"]["cv_ba"]
     gain = max(v["cv_ba"] for v in cv.values()) - base
@@ -247,8 +240,8 @@ def run(
         for name, cols in VARIANTS.items():
             xt = np.c_[x, lm[:, list(cols)]] if cols else x
             xdv = np.c_[xd, lmd[:, list(cols)]] if cols else xd
-            best, _, p = _stack_cv(xt, y, xdv, folds, settings)
-            res["dev"][name] = _dev_card(dev, p >= best["threshold"])
+            best, _, p = stack_cv(xt, y, xdv, folds, settings)
+            res["dev"][name] = dev_card(dev, p >= best["threshold"])
     res["seconds"] = round(time.perf_counter() - t0, 1)
     return res
 

@@ -1,9 +1,9 @@
 """How far can span *selection* take the extractive answerer's F1? Rules and ceilings, measured.
 
-Issue 13 asks the extractive answerer for answer F1 above 0.083 beyond its CI. Its answers copy
-one source span the offline judge scores as supporting the question's statement
-(:class:`rag.answer.generate.SupportExtractiveAnswerer`). ``python -m rag.bench.extractive_spans``
-asks whether a different choice among the same scored spans would do better:
+The extractive answerer copies one source span the offline judge scores as supporting the
+question's statement (:class:`rag.answer.support_extractive.SupportExtractiveAnswerer`).
+``python -m experiments.extractive_spans.run`` asks whether a different choice among the same
+scored spans would do better:
 
 - on the **held-out questions** of notebook 05's threshold rule (the gold file's single-paper
   answerable questions outside the graded slice, never graded), at the notebook's support
@@ -11,8 +11,8 @@ asks whether a different choice among the same scored spans would do better:
   (fewest question words) within ``delta`` of the best score, the shortest within ``delta``, two or
   three spans, leading question-restating clauses trimmed, score plus question coverage, and
   the span closest to the *question* (not its statement) under the retriever's embedder, alone,
-  added to the score, or with novelty (session 14: the question ranks answers, the statement
-  ranks restatements);
+  added to the score, or with novelty (the question ranks answers, the statement ranks
+  restatements);
 - on both the held-out questions and the graded slice's answerable questions, it reports
   **ceilings**: the F1 an oracle would reach picking the best span among those that pass the
   threshold, among the judge's top 5, and among every candidate span. The slice's ceilings are a
@@ -20,12 +20,13 @@ asks whether a different choice among the same scored spans would do better:
   gets the published rule's F1, a cross-check against notebook 05's ``answer_f1``.
 
 As in the report, F1 is taken over answerable non-boolean questions and a declined one scores 0.
-Writes ``outputs/bench/extractive_spans.json``;
-needs the corpus index (built or cached) and ``../shared``. ~1 min on a warm cache.
+Writes ``outputs/bench/extractive_spans.json``; needs the corpus index (built or cached) and
+``../shared``.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -37,15 +38,15 @@ from rag.bench import write_json
 from rag.errors import ConfigError
 
 #: Where the support threshold is read: the one notebook 05 chose (held-out rule) for the default
-#: profile's published run, so this bench never holds a copy that could drift from it.
+#: profile's published run, so this experiment never holds a copy that could drift from it.
 PUBLISHED_METRICS = "outputs/default/05_faithfulness/metrics.json"
 Rule = Callable[[str, list[Any]], list[Any]]
 
 
 def _answer_text(question: str, chosen: Sequence[Any], yes_no: bool) -> str:
-    from rag.answer.generate import _span_text
+    from rag.answer.support_extractive import span_text
 
-    body = " ".join(f"{_span_text(s)} [{s.n}]." for s in chosen)
+    body = " ".join(f"{span_text(s)} [{s.n}]." for s in chosen)
     return ("Yes, " if yes_no else "") + body
 
 
@@ -76,8 +77,9 @@ def rules(
         return sum(t not in qs for t in ts) / max(1, len(ts))
 
     def coverage(q: str, text: str) -> float:
-        qs, ts = set(tok.query(q)), set(tok.document(text))
-        return len(qs & ts) / max(1, len(qs))
+        from rag.text.coverage import term_coverage
+
+        return term_coverage(sorted(set(tok.query(q))), set(tok.document(text)))
 
     out: dict[str, tuple[Rule, bool]] = {
         "published (best score, ties to the shorter)": (lambda q, p: p[:1], False),
@@ -160,9 +162,9 @@ def score_questions(
     similarity: Callable[[str, str], float] | None = None,
 ) -> dict[str, Any]:
     """F1 per rule (``with_rules``) and the three oracle ceilings over ``items``."""
-    from rag.answer.generate import _span_text
     from rag.answer.questions import declarative_form, is_yes_no_question
     from rag.answer.support import support_spans
+    from rag.answer.support_extractive import span_text
     from rag.evaluation.answers import token_f1
 
     spans = {
@@ -192,7 +194,7 @@ def score_questions(
     ceilings: dict[str, list[float]] = {"passing spans": [], "judge's top 5": [], "any span": []}
     for g in items:
         sp = spans[g.qid]
-        f = [token_f1(_span_text(s), g.answer) for s in sp]
+        f = [token_f1(span_text(s), g.answer) for s in sp]
         ceilings["passing spans"].append(
             max((fi for s, fi in zip(sp, f, strict=True) if s.score >= threshold), default=0.0)
         )
@@ -202,7 +204,7 @@ def score_questions(
     return res
 
 
-def bench_extractive_spans(
+def run(
     out: str | None = "outputs/bench/extractive_spans.json",
 ) -> dict[str, Any]:
     """Run the comparison on the default profile's corpus, slice and held-out questions."""
@@ -280,11 +282,17 @@ def bench_extractive_spans(
     return res
 
 
-if __name__ == "__main__":
-    r = bench_extractive_spans()
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="outputs/bench/extractive_spans.json")
+    r = run(ap.parse_args(argv).out)
     for part in ("held_out", "graded_slice_ceilings_only"):
         for name, v in r[part]["rules"].items():
             print(f"{part:28s} {name:48s} F1 {v['mean']:.3f} {v['ci']}")
     for part in ("held_out", "graded_slice_ceilings_only"):
         for name, v in r[part]["oracle_ceilings"].items():
             print(f"{part:28s} ceiling, {name:16s} F1 {v['mean']:.3f} {v['ci']} (n={v['n']})")
+
+
+if __name__ == "__main__":
+    main()

