@@ -1,4 +1,9 @@
-"""Benchmarks (speed, not tests): each writes its numbers; none runs in the default test tier."""
+"""Benchmarks (speed, not tests): each writes its numbers; none runs in the default test tier.
+
+``rag bench`` runs the per-stage ones (:mod:`rag.bench.run`); the heavier ones have make targets.
+Settled A/B measurements are listed with their JSON in docs/decisions.md, and research questions
+live in ``experiments/`` (not installed; nothing here imports them).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Benchmarks of the LLM layer (speed, not correctness; wired to ``make bench`` by the lead).
+"""Benchmarks of the LLM layer (speed, not correctness; the ``llm`` stage of ``rag bench``).
 
 - Local model, per engine: load seconds; prompt processing tokens/s on a ~1,500-token prompt
   (``n_prompt / prompt_s``) and generation tokens/s for a forced 150-token answer
@@ -9,8 +9,8 @@
   ``openai`` SDK call, both against :class:`~rag.llm.testing.FakeLLMServer` on 127.0.0.1
   with the cache off, so the difference of medians is the layer's own cost.
 
-The machine's load average is recorded with the numbers: on a shared 2-core box, wall-clock
-figures move with whatever else runs.
+The load average is recorded with the numbers, since wall-clock figures move with whatever else
+runs on the machine.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rag.bench import write_json
 from rag.errors import ProviderUnavailable
 from rag.llm.cache import CompletionCache
 from rag.llm.factory import make_chat_model
@@ -76,163 +75,6 @@ def bench_local(
         "gen_tok_per_s": round((full.output_tokens - 1) / gen_s, 1),
         "total_s_150": round(full.seconds, 2),
     }
-
-
-def bench_weights(
-    weights: tuple[Weights, ...] = ("q4_1", "f16", "bf16"),
-    *,
-    n_questions: int = 24,
-    repeats: int = 2,
-    out: str | None = "outputs/bench/local_weights.json",
-) -> dict[str, Any]:
-    """The packaged Q4_1 file against its f16 / bf16 copies on llama.cpp, 2 threads.
-
-    Per format: prompt and generation tokens/s (best of ``repeats`` runs of :func:`bench_local`,
-    formats interleaved so load drift hits all alike), and the HyDE passages of the first
-    ``n_questions`` gold questions (greedy, 128 tokens): seconds, and how many are identical to
-    Q4_1's (a copy computes in other floating point, so greedy text can part ways).
-    """
-    from rag import paths
-    from rag.evaluation.gold import load_gold
-    from rag.retrieval.variants import hyde_messages
-
-    rows: dict[str, list[dict[str, Any]]] = {w: [] for w in weights}
-    for _ in range(repeats):
-        for w in weights:
-            rows[w].append(bench_local("llama_cpp", weights=w))
-    gold = load_gold(paths.resolve("../shared/gold/dev.jsonl"))[:n_questions]
-    texts: dict[str, list[str]] = {}
-    hyde_s: dict[str, float] = {}
-    for w in weights:
-        b = LocalBackend("llama_cpp", weights=w, reuse_prefix=False)
-        b._load()
-        t0 = time.perf_counter()
-        texts[w] = [b.generate(hyde_messages(g.question), max_tokens=128)[0] for g in gold]
-        hyde_s[w] = round(time.perf_counter() - t0, 2)
-    ref = texts[weights[0]]
-    res: dict[str, Any] = {
-        "machine_loadavg_1m": round(os.getloadavg()[0], 2),
-        "reference": weights[0],
-        "formats": [
-            {
-                "weights": w,
-                "prompt_tok_per_s": max(r["prompt_tok_per_s"] for r in rows[w]),
-                "gen_tok_per_s": max(r["gen_tok_per_s"] for r in rows[w]),
-                "prompt_tokens": rows[w][0]["prompt_tokens"],
-                "hyde_questions": len(gold),
-                "hyde_s": hyde_s[w],
-                "hyde_identical_to_reference": sum(
-                    a == b for a, b in zip(ref, texts[w], strict=True)
-                ),
-            }
-            for w in weights
-        ],
-    }
-    if out:
-        write_json(res, out)
-    return res
-
-
-def bench_shards(
-    *,
-    n_prompts: int = 8,
-    answer_tokens: int = 64,
-    weights: Weights = "bf16",
-    out: str | None = "outputs/bench/llm_shards.json",
-) -> dict[str, Any]:
-    """Calls per second of the local model: one instance (2 or 1 threads) in order, against
-    2 single-thread instances run by :func:`rag.shard.sharded_map` (pinned), and the same
-    2 instances in 2 unpinned threads.
-
-    ``n_prompts`` distinct ~1,500-token prompts (each starts differently, so no prompt-prefix
-    reuse), ``answer_tokens`` forced tokens each. Also says whether every configuration wrote
-    the same answers as the first (greedy decoding; llama.cpp splits a matrix product's rows
-    between threads, so the thread count need not change a number).
-    """
-    import threading
-
-    from rag.shard import current_slot, sharded_map
-
-    prompts = []
-    for i in range(n_prompts):
-        m = long_prompt()
-        m[1]["content"] = f"Document {i}: " + m[1]["content"][i * 7 :]
-        prompts.append(m)
-
-    def call(b: LocalBackend) -> Callable[[list[dict[str, str]]], str]:
-        def run(m: list[dict[str, str]]) -> str:
-            return b.generate(m, max_tokens=answer_tokens, min_tokens=answer_tokens)[0]  # type: ignore[arg-type]
-
-        return run
-
-    def unpinned(b: LocalBackend) -> list[str]:
-        from rag import shard
-
-        res: dict[int, str] = {}
-
-        def worker(slot: int) -> None:
-            shard._STATE.slot, shard._STATE.sharded = slot, True
-            for i in range(slot, len(prompts), 2):
-                res[i] = call(b)(prompts[i])
-
-        ts = [threading.Thread(target=worker, args=(s,)) for s in range(2)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        return [res[i] for i in range(len(prompts))]
-
-    configs: list[tuple[str, int, int, str]] = [
-        ("1 instance x 2 threads, in order", 2, 1, "order"),
-        ("1 instance x 1 thread, in order", 1, 1, "order"),
-        ("2 instances x 1 thread, pinned shards", 2, 2, "sharded"),
-        ("2 instances x 1 thread, unpinned threads", 2, 2, "unpinned"),
-    ]
-    rows, ref = [], None
-    load0 = os.getloadavg()[0]
-    for label, threads, workers, how in configs:
-        b = LocalBackend(
-            "llama_cpp", threads=threads, weights=weights, reuse_prefix=False, workers=workers
-        )
-        # load every instance first (in its own shard, as a sharded run would)
-        sharded_map(
-            lambda _, b=b: b._load(current_slot()), list(range(workers)), workers, progress=False
-        )
-        t0 = time.perf_counter()
-        if how == "order":
-            texts = [call(b)(m) for m in prompts]
-        elif how == "sharded":
-            texts = sharded_map(call(b), prompts, workers, progress=False)
-        else:
-            texts = unpinned(b)
-        sec = time.perf_counter() - t0
-        ref = ref or texts
-        rows.append(
-            {
-                "config": label,
-                "threads_per_instance": b.instance_threads,
-                "instances": workers,
-                "seconds": round(sec, 2),
-                "calls_per_min": round(60 * len(prompts) / sec, 1),
-                "same_answers_as_first": texts == ref,
-            }
-        )
-    base = rows[0]["seconds"]
-    for r in rows:
-        r["speedup_vs_first"] = round(base / r["seconds"], 2)
-    res: dict[str, Any] = {
-        "machine_loadavg_1m_before": round(load0, 2),
-        "cpus": len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else os.cpu_count(),
-        "weights": weights,
-        "prompts": n_prompts,
-        "answer_tokens": answer_tokens,
-        "rows": rows,
-    }
-    if out:
-        write_json(res, out)
-    return res
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -332,11 +174,4 @@ def format_table(res: dict[str, Any]) -> str:
 if __name__ == "__main__":
     import sys
 
-    if sys.argv[1:2] == ["weights"]:
-        for row in bench_weights()["formats"]:
-            print(row)
-    elif sys.argv[1:2] == ["shards"]:
-        for row in bench_shards()["rows"]:
-            print(row)
-    else:
-        run_bench(tuple(sys.argv[1:]) or ("llama_cpp", "transformers"))  # type: ignore[arg-type]
+    run_bench(tuple(sys.argv[1:]) or ("llama_cpp", "transformers"))  # type: ignore[arg-type]

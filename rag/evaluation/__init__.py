@@ -4,11 +4,11 @@ faithfulness grades.
 ranx's metrics are numba kernels. At this lab's sizes (hundreds of queries x 100 documents)
 compiling them costs far more than it saves: every new process spent seconds to tens of seconds
 compiling numba's typed containers (never cached on disk), and a new venv more for the kernels,
-against a fraction of a second to score the same runs as plain Python (``python -m
-rag.bench.ranx_jit`` -> ``outputs/bench/ranx_jit.json``, which also checks that both modes give
-identical per-query values). So this package, imported before any of its modules imports ranx, lets
-ranx run as plain Python unless numba is already imported or ``NUMBA_DISABLE_JIT`` is set
-(``NUMBA_DISABLE_JIT=0`` keeps the JIT). numba serves only ranx in this project.
+against a fraction of a second to score the same runs as plain Python
+(``outputs/bench/ranx_jit.json``, docs/decisions.md; both modes give identical per-query values).
+So this package, imported before any of its modules imports ranx, lets ranx run as plain Python
+unless numba is already imported or ``NUMBA_DISABLE_JIT`` is set (``NUMBA_DISABLE_JIT=0`` keeps
+the JIT). numba serves only ranx in this project.
 """
 
 import os as _os
