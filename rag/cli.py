@@ -137,7 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("profiles", nargs="*")
     c.set_defaults(func=_cmd_check_params)
     b = sub.add_parser("bench", help="throughput and latency benchmarks (not tests)")
-    b.add_argument("stages", nargs="*", help="fetch, corpus, index, evaluation, llm (default: all)")
+    b.add_argument(
+        "stages",
+        nargs="*",
+        help="any of fetch, corpus, index, evaluation, judge, llm, scale (default: all but scale)",
+    )
     b.set_defaults(func=_cmd_bench)
 
     m = sub.add_parser("models", help="LLM registry with prices and availability (keys from env)")

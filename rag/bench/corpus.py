@@ -74,7 +74,7 @@ def bench_parse(
     """Time parsing of ``<pdf_dir>/<id>.pdf`` without the cache: pages, wall and CPU s, pages/s.
 
     ``workers`` > 1 parses papers in that many processes (PyMuPDF is single-threaded per
-    document). Prints a one-row table and returns the numbers (wired to ``make bench``).
+    document). Prints a one-row table and returns the numbers.
     """
     settings = settings or ParseSettings()
     jobs = [(Path(pdf_dir) / f"{pid}.pdf", settings) for pid in ids]

@@ -1,7 +1,7 @@
 """HyDE retrieval in pinned shards vs one instance: wall time, per-query latency, same runs?
 
-04 generates one hypothetical passage per gold question with SmolLM2-135M (157 s of a cold
-report at 1a32ff1). :func:`rag.retrieval.retrievers.run_queries` deals a local-LLM retriever's
+04 generates one hypothetical passage per gold question with SmolLM2-135M, the costliest part of
+its retrieval. :func:`rag.retrieval.retrievers.run_queries` deals a local-LLM retriever's
 queries to :func:`rag.shard.sharded_map`'s pinned shards; this measures what that buys on the real
 corpus index: the first ``n`` gold questions, each configuration with an empty completion cache of
 its own (so every passage is generated), the model loaded before the clock starts. Not a test.

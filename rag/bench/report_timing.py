@@ -13,7 +13,8 @@ code cells (papermill's per-cell durations) under ``cells``. Output:
 "notebooks", "cells", "reused", "stages", "status"}, "warm": {...}, "warm_forced": {...},
 "machine": {...}, "commit": ...}``.
 
-A benchmark, not a test: a cold run takes about an hour on 2 cores; run it on a quiet machine.
+A benchmark, not a test: a cold run executes every notebook from an empty cache; run it on a
+quiet machine, since the wall times measure whatever else runs too.
 """
 
 from __future__ import annotations

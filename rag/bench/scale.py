@@ -14,7 +14,7 @@ of a few chunks; IVF cells fit such clouds well (likely flattering IVF), and HNS
 many near-ties. The recall figures are evidence for this distribution, an assumption beyond it.
 
 **Timing.** Single-query latency with one OpenMP thread (``faiss.omp_set_num_threads(1)``), wall
-p50/p95 and CPU-time p50 (what the wall time would be on an idle machine; the machine is shared).
+p50/p95 and CPU-time p50 (what the wall time would be on an idle machine).
 Builds use two threads; ``DenseIndex`` builds HNSW single-threaded (reproducible), which is slower.
 Memory per vector is faiss's serialised index size / N.
 
@@ -265,7 +265,7 @@ def stage_growth(data: dict[str, Any], paper_counts: Sequence[int] = (10, 25, 50
     out: dict[str, Any] = {"paper_counts": list(paper_counts), "stages": {}}
     out["parse_missing_pdfs"] = sum(not f.exists() for f in pdfs.values())
     # parse: the PDF parser itself on the first 4, 8, 16 papers (cache bypassed): a full parse of
-    # 100 costs minutes on a shared 2-core machine and the exponent needs only the shape
+    # 100 costs minutes and the exponent needs only the shape
     parse_counts = [4, 8, 16]
     parse_s, parse_pages = [], []
     for c in tqdm(parse_counts, desc="parse subsets"):

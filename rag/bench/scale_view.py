@@ -1,7 +1,7 @@
 """Notebook 03's view of ``outputs/bench/scale.json``: tables, the 1×→100× figure and its reading.
 
 The benchmark itself is :mod:`rag.bench.scale`; this module only reads its file, so a report can
-show the large sizes without spending the hour they cost to measure.
+show the large sizes without measuring them again.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Starts a real ``rag serve`` on 127.0.0.1 (the profile's served index, from the c
 ``/ready`` (timed: the index load), then drives ``/search`` (hybrid) and ``/ask`` (extractive)
 with 1 and 8 concurrent clients, each a keep-alive HTTP client sending gold questions in turn.
 Every cell is bounded in requests and seconds. It records requests/s, p50/p95/p99 latency,
-errors, and the server's resident memory (VmRSS now, VmHWM peak), against the targets of issue 10,
+errors, and the server's resident memory (VmRSS now, VmHWM peak), against the service's targets,
 into ``outputs/bench/serve.json``. The rate limit is off for the run (it would otherwise be the
 thing measured), and so is the access log.
 """

@@ -1,4 +1,4 @@
-"""Sweep parallelism benchmark: the same 6-cell sweep serially and with 2 workers (issue 11).
+"""Sweep parallelism benchmark: the same 6-cell sweep serially and with 2 workers.
 
 ``make bench-sweep`` (``python -m rag.bench.sweep_speed``) runs ``params/sweeps/speed6.yaml`` (six
 cells of notebook 04 on the smoke profile) once to warm the caches, then alternates serial and
