@@ -38,7 +38,7 @@ def _stages() -> dict[str, Callable[[], Any]]:
         return bench_evaluation()
 
     def judge() -> Any:
-        from rag.bench.judge import bench_offline_judge
+        from rag.bench.offline_judge import bench_offline_judge
 
         return bench_offline_judge()
 
