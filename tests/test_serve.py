@@ -240,8 +240,9 @@ class ContextFreeJudge(WordJudge):
 @pytest.mark.parametrize(
     "judge, label, score", [(WordJudge(), "supported", 1.0), (ContextFreeJudge(), "not_found", 0.0)]
 )
-def test_ask_with_judge_returns_the_judges_verdict_per_claim(tmp_cache, tmp_path, judge, label,
-                                                             score):  # fmt: skip
+def test_ask_with_judge_returns_the_judges_verdict_per_claim(
+    tmp_cache, tmp_path, judge, label, score
+):
     lab = tiny_lab(tmp_path / "served", judge=judge)
     with TestClient(create_app(lab, serve=OFFLINE, api_key="")) as c:
         body = c.post("/ask", json={"question": "How is pair2vec trained?", "judge": True}).json()
@@ -528,3 +529,36 @@ def test_token_buckets_refill_and_forget_idle_clients():
     assert b.take("a") == 0.0 and 0.0 < b.take("a") <= 1.0  # 1 token per second
     b._state = {k: (1.0, 0.0) for k in "abc"}  # three clients, idle since t=0
     assert b.take("d") == 0.0 and set(b._state) == {"d"}
+
+
+def test_the_served_judge_is_the_pinned_one_even_over_a_bf16_index(
+    tmp_cache, tmp_path, shared_dir, monkeypatch
+):
+    """The index may serve MiniLM with bf16 passages; the judge still gets the fp32 features it
+    was fitted on, so the pinned judge loads and nothing is refitted."""
+    from rag.index.build import index_chunks
+    from rag.index.embed import minilm
+    from rag.judge import offline
+    from rag.serve.config import LabSettings
+    from rag.serve.engine import Lab
+    from rag.text.chunk import chunk_settings
+    from tests.serve_support import TEXTS, TITLES, tiny_chunks
+
+    def no_fit(*a, **kw):
+        raise AssertionError("the service refitted the judge instead of loading the pinned one")
+
+    monkeypatch.setattr(offline, "fit_judge", no_fit)
+    bf16 = minilm(passage_backend="torch-bf16")
+    base = index_chunks(tiny_chunks(), "tiny-bf16", embedder=bf16, show_progress=False)
+    settings = LabSettings(paper_ids=tuple(TEXTS))
+    chunking = chunk_settings(settings.chunking())
+    served = ServedIndex(tmp_path / "served", base, dict(TITLES), chunking)
+    lab = Lab(settings, served)
+    assert "passages=torch-autocast-bf16" in lab.index.embedder.fingerprint
+    judge = lab.judge()
+    assert judge.fitted.meta["pinned"] == "data/judge/offline-v2.json"
+    assert judge.embedder.fingerprint == judge.pin_inputs["embedder"]
+    assert "bf16" not in judge.embedder.fingerprint
+    with TestClient(create_app(lab, serve=OFFLINE, api_key="")) as c:
+        body = c.post("/ask", json={"question": "How is pair2vec trained?", "judge": True}).json()
+    assert body["judgement"]["judge"] == judge.name and body["judgement"]["claims"]

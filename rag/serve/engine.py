@@ -104,7 +104,7 @@ class Lab:
         reranker: the second stage of ``rerank`` (None: loaded by name on first use).
         chat_model: ``name -> ChatModel`` (default :func:`rag.llm.factory.make_chat_model` with
             the project's cache); injected by tests.
-        judge: an answer judge (default: the offline judge, loaded on first use).
+        judge: an answer judge (default: the report's offline judge, loaded on first use).
     """
 
     def __init__(
@@ -158,13 +158,14 @@ class Lab:
             return self._reranker
 
     def judge(self) -> Any:
+        """The report's judge (:func:`rag.judge.offline.make_offline_judge` of the default
+        judge), loaded on first use: the pinned judge of ``data/judge/`` with the fp32 MiniLM it
+        was fitted with, whatever embedder (or MiniLM passage backend) the index serves."""
         with self._load_lock:
             if self._judge is None:
-                from rag.judge.offline import OfflineJudge
+                from rag.judge.offline import DEFAULT_JUDGE, make_offline_judge
 
-                # The judge is trained on MiniLM features: share the served MiniLM, not a 2nd copy.
-                same = self.settings.embedder == "minilm"
-                self._judge = OfflineJudge(embedder=self.index.embedder if same else None)
+                self._judge = make_offline_judge(DEFAULT_JUDGE)
             return self._judge
 
     def retriever(self, name: str | None, k: int, per_paper_cap: int | None = None):
