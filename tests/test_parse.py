@@ -339,18 +339,18 @@ def test_real_corpus_parses_and_evidence_is_found(shared_dir, tmp_cache):
 def test_an_unreadable_page_is_skipped_and_reported(tmp_path, monkeypatch):
     import rag.corpus.parse as parse_mod
 
-    real = parse_mod._page_lines
+    real = parse_mod.page_lines
 
     def flaky(page, nfkc):
         if page.number == 1:
             raise RuntimeError("bad content stream")
         return real(page, nfkc)
 
-    monkeypatch.setattr(parse_mod, "_page_lines", flaky)
+    monkeypatch.setattr(parse_mod, "page_lines", flaky)
     parsed = parse_pdf(build_paper(tmp_path / "p.pdf"), ParseSettings())
     assert parsed.ok and parsed.error == "unreadable pages skipped: [2]"
     assert {b.page for b in parsed.blocks} == {1, 3}
-    monkeypatch.setattr(parse_mod, "_page_lines", lambda page, nfkc: flaky(page.parent[1], nfkc))
+    monkeypatch.setattr(parse_mod, "page_lines", lambda page, nfkc: flaky(page.parent[1], nfkc))
     with pytest.raises(ParseFailure) as info:
         parse_pdf(tmp_path / "p.pdf", ParseSettings())
     assert info.value.status == "corrupt"

@@ -19,9 +19,8 @@ What the parser does, in order, per paper:
    ``Figure n:`` / ``Table n:``; small type low on a page is a footnote; everything after a
    References/Bibliography heading up to the next heading (an appendix) is ``references``.
 
-Why this module is long: PDF layout analysis is one pipeline (lines, baselines, margins, columns,
-reading order, headings, hyphen joins) whose steps share private records (``_Line``, ``_RawBlock``)
-and thresholds; split apart, each piece would expose internals that mean nothing alone.
+Steps 2 and 5 live in :mod:`rag.corpus.pdf_lines`, steps 3, 4 and 6 in :mod:`rag.corpus.pdf_layout`;
+this module holds the settings, the guard rails, the pipeline and the parse cache.
 """
 
 from __future__ import annotations
@@ -30,23 +29,18 @@ import hashlib
 import json
 import logging
 import os
-import re
 import tempfile
 import time
-import unicodedata
-from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import pymupdf
 from pydantic import BaseModel, ConfigDict, Field
 
+from rag.corpus.pdf_layout import body_size, classify, mark_margins, reading_order
+from rag.corpus.pdf_lines import RawBlock, join_lines, page_lines, vocabulary
 from rag.errors import ParseError
 from rag.paths import cache_dir
-from rag.text.normalize import expand_ligatures, plain_punctuation
-from rag.types import Block, BlockKind, ParsedPaper, ParseStatus
+from rag.types import ParsedPaper, ParseStatus
 
 logger = logging.getLogger(__name__)
 
@@ -94,442 +88,7 @@ class ParseFailure(ParseError):
         self.status: ParseStatus = status
 
 
-# --- line and block records -------------------------------------------------------------------
-
-_BOLD_FONT = re.compile(
-    r"bold|black|heavy|semibold|demi|-medi|\bcmbx|^cmbx|sfbx|lmroman\d+-bold", re.I
-)
-_STAMP = re.compile(r"arXiv:\s*\d{4}\.\d{4,5}(v\d+)?|arXiv:[a-z\-]+/\d{7}", re.I)
-_PAGE_NUMBER = re.compile(r"^(?:page\s*)?(?:\d{1,4}|[ivxlc]{1,6})(?:\s*(?:/|of)\s*\d{1,4})?$", re.I)
-_CAPTION = re.compile(
-    r"^(?:figure|fig\.|table|tab\.|algorithm|listing|chart)\s*[A-Z]?\d+(?:\.\d+)?\s*[:.|]", re.I
-)
-_NUMBERED = re.compile(
-    r"^(?P<num>(?:\d{1,2}(?:\.\d{1,2}){0,3}|[A-H](?:\.\d{1,2}){0,3}|[IVX]{1,5}(?=\.)))"
-    r"\.?\s+(?P<title>[A-Z\u00c0-\u024f].*)$"
-)
-_APPENDIX = re.compile(r"^(?:appendix|appendices|supplementary)\b", re.I)
-_REFERENCES = {
-    "references",
-    "bibliography",
-    "reference",
-    "references and notes",
-    "literature cited",
-}
-_NAMED = _REFERENCES | {
-    "abstract",
-    "introduction",
-    "related work",
-    "related works",
-    "background",
-    "conclusion",
-    "conclusions",
-    "discussion",
-    "limitations",
-    "acknowledgments",
-    "acknowledgements",
-    "acknowledgment",
-    "acknowledgement",
-    "ethics statement",
-    "ethical considerations",
-    "broader impact",
-    "broader impacts",
-    "impact statement",
-    "appendix",
-    "appendices",
-    "supplementary material",
-    "conclusion and future work",
-    "conclusions and future work",
-}
-_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
-
-
-@dataclass(slots=True)
-class _Line:
-    text: str
-    bbox: tuple[float, float, float, float]
-    size: float
-    bold: bool
-    horizontal: bool
-
-
-@dataclass(slots=True)
-class _RawBlock:
-    page: int
-    lines: list[_Line]
-    kind: BlockKind = "body"
-    text: str = ""
-
-    @property
-    def bbox(self) -> tuple[float, float, float, float]:
-        return (
-            min(ln.bbox[0] for ln in self.lines),
-            min(ln.bbox[1] for ln in self.lines),
-            max(ln.bbox[2] for ln in self.lines),
-            max(ln.bbox[3] for ln in self.lines),
-        )
-
-    @property
-    def size(self) -> float:
-        n = sum(len(ln.text) for ln in self.lines) or 1
-        return sum(ln.size * len(ln.text) for ln in self.lines) / n
-
-
-def _clean(text: str, nfkc: bool) -> str:
-    text = expand_ligatures(text)
-    if nfkc:
-        text = unicodedata.normalize("NFKC", text)
-    text = plain_punctuation(text).replace("\t", " ")
-    return re.sub(r" {2,}", " ", text)
-
-
-@lru_cache(maxsize=1024)
-def _is_bold(flags: int, font: str) -> bool:
-    return bool(flags & 16) or bool(_BOLD_FONT.search(font))
-
-
-def _page_lines(page: pymupdf.Page, nfkc: bool) -> list[list[_Line]]:
-    """The page's MuPDF blocks as lists of cleaned lines (same-baseline fragments merged)."""
-    flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
-    out = []
-    for blk in page.get_text("dict", flags=flags)["blocks"]:
-        if blk.get("type", 0) != 0:
-            continue
-        lines: list[_Line] = []
-        for ln in blk["lines"]:
-            parts: list[str] = []
-            total = weighted = bold_chars = 0.0
-            for sp in ln["spans"]:
-                t = sp["text"]
-                if not t:
-                    continue
-                parts.append(t)
-                n = len(t) - t.count(" ")
-                total += n
-                weighted += sp["size"] * n
-                if n and _is_bold(sp["flags"], sp["font"]):
-                    bold_chars += n
-            if not total:
-                continue
-            text = _clean("".join(parts), nfkc)
-            size = weighted / total
-            dx, dy = ln["dir"]
-            lines.append(
-                _Line(
-                    text=text.strip(),
-                    bbox=tuple(ln["bbox"]),
-                    size=size,
-                    bold=bold_chars >= 0.8 * total,
-                    horizontal=abs(dy) < 1e-3 and dx > 0,
-                )
-            )
-        out.append(_merge_baselines(lines, page.rect.width / 2.0))
-    return [b for b in out if b]
-
-
-def _merge_baselines(lines: list[_Line], mid: float) -> list[_Line]:
-    """Merge horizontal line fragments sharing a baseline ("3" + "Method" → "3 Method").
-
-    Table cells on one row merge too (MuPDF put them in one block), but two lines facing each
-    other across the column gutter at ``mid`` stay apart unless they nearly touch.
-    """
-    merged: list[_Line] = []
-    for ln in lines:
-        prev = merged[-1] if merged else None
-        if (
-            prev is not None
-            and prev.horizontal
-            and ln.horizontal
-            and abs(prev.bbox[3] - ln.bbox[3]) < 1.5
-            and ln.bbox[0] >= prev.bbox[2] - 1.0
-            and (
-                ln.bbox[0] <= prev.bbox[2] + 2.5 * max(ln.size, prev.size)
-                or not (prev.bbox[2] <= mid < ln.bbox[0])
-            )
-        ):
-            n1, n2 = len(prev.text), len(ln.text)
-            merged[-1] = _Line(
-                text=f"{prev.text} {ln.text}",
-                bbox=(
-                    prev.bbox[0],
-                    min(prev.bbox[1], ln.bbox[1]),
-                    ln.bbox[2],
-                    max(prev.bbox[3], ln.bbox[3]),
-                ),
-                size=(prev.size * n1 + ln.size * n2) / (n1 + n2),
-                bold=prev.bold and ln.bold,
-                horizontal=True,
-            )
-        else:
-            merged.append(ln)
-    return merged
-
-
-# --- layout: margins, columns, reading order ----------------------------------------------------
-
-
-def _mark_margins(
-    pages: list[list[_RawBlock]], sizes: list[tuple[float, float]], s: ParseSettings
-) -> None:
-    """Mark the arXiv stamp, rotated side-margin text and running headers/footers."""
-    signatures: Counter[tuple[str, str]] = Counter()
-    candidates: list[tuple[_RawBlock, tuple[str, str]]] = []
-    for blocks, (w, h) in zip(pages, sizes, strict=True):
-        seen: set[tuple[str, str]] = set()
-        for b in blocks:
-            text = " ".join(ln.text for ln in b.lines)
-            x0, y0, x1, y1 = b.bbox
-            if _STAMP.search(text) and (
-                not b.lines[0].horizontal or x1 < 0.12 * w or x0 > 0.88 * w
-            ):
-                b.kind = "header_footer"
-                continue
-            if all(not ln.horizontal for ln in b.lines) and (x1 < 0.12 * w or x0 > 0.88 * w):
-                b.kind = "header_footer"
-                continue
-            band = (
-                "top"
-                if y1 <= s.margin_band * h
-                else "bottom"
-                if y0 >= (1 - s.margin_band) * h
-                else ""
-            )
-            if not band:
-                continue
-            if _PAGE_NUMBER.match(text.strip()):
-                b.kind = "header_footer"
-                continue
-            sig = (band, re.sub(r"\d+", "#", text.casefold()).strip())
-            candidates.append((b, sig))
-            if sig not in seen:
-                seen.add(sig)
-                signatures[sig] += 1
-    need = min(s.min_repeat_pages, max(2, len(pages)))
-    for b, sig in candidates:
-        if signatures[sig] >= need:
-            b.kind = "header_footer"
-
-
-def _split_columns(b: _RawBlock, mid: float, tol: float) -> list[_RawBlock]:
-    """Split a MuPDF block whose lines sit in both columns into one block per column."""
-    left = [ln for ln in b.lines if ln.bbox[2] <= mid + tol]
-    right = [ln for ln in b.lines if ln.bbox[0] >= mid - tol]
-    if not left or not right or len(left) + len(right) != len(b.lines):
-        return [b]
-    return [_RawBlock(b.page, left, b.kind), _RawBlock(b.page, right, b.kind)]
-
-
-def _reading_order(blocks: list[_RawBlock], width: float, s: ParseSettings) -> list[_RawBlock]:
-    """Order blocks for reading: bands split at full-width blocks, left column before right."""
-    mid, tol = width / 2.0, 0.02 * width
-    if s.columns:
-        blocks = [part for b in blocks for part in _split_columns(b, mid, tol)]
-    by_y = sorted(blocks, key=lambda b: (round(b.bbox[1], 1), b.bbox[0]))
-    if not s.columns:
-        return by_y
-
-    def side(b: _RawBlock) -> str:
-        x0, _, x1, _ = b.bbox
-        if x1 <= mid + tol:
-            return "L"
-        if x0 >= mid - tol:
-            return "R"
-        return "F"
-
-    chars = Counter()
-    for b in by_y:
-        if b.kind != "header_footer":
-            chars[side(b)] += sum(len(ln.text) for ln in b.lines)
-    total = sum(chars.values()) or 1
-    if chars["L"] < 0.15 * total or chars["R"] < 0.15 * total:
-        return by_y
-    ordered: list[_RawBlock] = []
-    band: list[_RawBlock] = []
-
-    def flush() -> None:
-        band.sort(key=lambda b: (side(b) != "L", round(b.bbox[1], 1), b.bbox[0]))
-        ordered.extend(band)
-        band.clear()
-
-    for b in by_y:
-        if side(b) == "F" and b.kind != "header_footer":
-            flush()
-            ordered.append(b)
-        else:
-            band.append(b)
-    flush()
-    return ordered
-
-
-# --- text assembly --------------------------------------------------------------------------
-
-
-def _vocabulary(pages: list[list[_RawBlock]]) -> Counter[str]:
-    vocab: Counter[str] = Counter()
-    for blocks in pages:
-        for b in blocks:
-            for ln in b.lines:
-                vocab.update(w.casefold() for w in _WORD.findall(ln.text))
-    return vocab
-
-
-def _join_lines(lines: list[str], vocab: Counter[str], keep_compounds: bool) -> str:
-    """Join a block's lines with spaces, resolving line-end hyphens (see module docstring)."""
-    text = ""
-    for line in lines:
-        if not text:
-            text = line
-            continue
-        if len(text) >= 2 and text[-1] == "-" and text[-2].isalpha() and line[:1].isalnum():
-            head_m = re.search(r"([^\W\d_]+(?:-[^\W\d_]+)*)-$", text)
-            tail_m = re.match(r"[^\W\d_]+", line)
-            if line[0].islower() and head_m and tail_m:
-                head, tail = head_m.group(1), tail_m.group(0)
-                hyphenated = f"{head}-{tail}".casefold()
-                joined = f"{head}{tail}".casefold()
-                if keep_compounds and vocab[hyphenated] > vocab[joined]:
-                    text = text + line
-                else:
-                    text = text[:-1] + line
-            else:
-                # "GPT-" + "4", "Bi-" + "LSTM": a compound with a digit or capital, keep the hyphen.
-                text = text + line
-        else:
-            text = f"{text} {line}"
-    return re.sub(r" {2,}", " ", text).strip()
-
-
-# --- kinds and sections ---------------------------------------------------------------------
-
-
-def _body_size(pages: list[list[_RawBlock]]) -> float:
-    sizes: Counter[float] = Counter()
-    for blocks in pages:
-        for b in blocks:
-            for ln in b.lines:
-                sizes[round(ln.size * 2) / 2] += len(ln.text)
-    return sizes.most_common(1)[0][0] if sizes else 10.0
-
-
-def _plausible_title(num: str, title: str) -> bool:
-    """Whether a numbered line's text reads like a section title, not a table row or a label."""
-    top = num.split(".")[0]
-    return (
-        (not top.isdigit() or int(top) <= 30)
-        and not title.rstrip().endswith((",", ";"))
-        and not _PAGE_NUMBER.match(title)
-        and sum(c.isalpha() for c in title) >= 0.5 * len(title)
-        and re.search(r"[^\W\d_]{2,}", title) is not None
-    )
-
-
-def _heading_lines(b: _RawBlock, body: float, letters: bool) -> int:
-    """How many leading lines of a block form a section heading (0 if none).
-
-    ``letters`` allows appendix numbering (``A``, ``B.2``); it is off until a numbered section or
-    the references were seen, so a title such as "A Study of ..." is not taken for an appendix.
-    """
-    first = b.lines[0]
-    text = first.text.strip()
-    if not first.horizontal or len(text) > 120:
-        return 0
-    larger = first.size >= body + 0.8
-    styled = first.bold or larger
-    bare = text.rstrip(".:").strip()
-    m = _NUMBERED.match(text)
-    if m and not letters and m.group("num")[0] in "ABCDEFGH":
-        m = None
-    if m and not _plausible_title(m.group("num"), m.group("title")):
-        m = None  # table rows ("77.2 CWQ 51.2") and figure labels ("B D") are not headings
-    is_heading = False
-    if m and styled:
-        is_heading = len(m.group("title").split()) <= 14
-    elif bare.casefold() in _NAMED and (styled or bare.isupper() or len(b.lines) == 1):
-        is_heading = True
-    elif m and m.group("title").isupper() and len(m.group("title").split()) <= 8:
-        is_heading = True  # "IV. EXPERIMENTS" in small caps, not bold
-    elif _APPENDIX.match(bare) and (styled or bare.isupper()) and len(bare.split()) <= 12:
-        is_heading = True
-    if not is_heading:
-        return 0
-    n = 1
-    if first.bold:
-        # A heading that wraps: following lines in the same style.
-        while (
-            n < len(b.lines)
-            and n < 3
-            and b.lines[n].bold
-            and abs(b.lines[n].size - first.size) < 0.5
-            and len(b.lines[n].text) < 80
-        ):
-            n += 1
-    return n
-
-
-def _classify(
-    ordered: list[_RawBlock],
-    body: float,
-    height_of: dict[int, float],
-    join: Callable[[list[str]], str],
-) -> list[Block]:
-    """Assign kinds and sections to blocks in reading order and build the output records."""
-    out: list[Block] = []
-    section = ""
-    in_refs = False
-    letters = False
-    for b in ordered:
-        b.text = join([ln.text for ln in b.lines])
-        if b.kind == "header_footer":
-            out.append(Block(b.page, "header_footer", section, b.text, _round_bbox(b.bbox)))
-            continue
-        n = _heading_lines(b, body, letters)
-        if n:
-            head = _RawBlock(b.page, b.lines[:n])
-            title = re.sub(r"\s+", " ", " ".join(ln.text for ln in head.lines)).strip()
-            section = title
-            name = _NUMBERED.sub(r"\g<title>", title).rstrip(".:").strip().casefold()
-            in_refs = name in _REFERENCES or title.rstrip(".:").casefold() in _REFERENCES
-            letters = letters or in_refs or title[:1].isdigit()
-            out.append(Block(b.page, "heading", section, title, _round_bbox(head.bbox)))
-            if n == len(b.lines):
-                continue
-            b = _RawBlock(b.page, b.lines[n:])
-            b.text = join([ln.text for ln in b.lines])
-        kind: BlockKind
-        if (
-            not section
-            and b.page == 1
-            and len(b.lines) <= 3
-            and b.size >= 1.3 * body
-            and all(ln.horizontal for ln in b.lines)
-        ):
-            # The title: a heading that opens no section; a title set on two lines is one block.
-            prev = out[-1] if out else None
-            if prev is not None and prev.kind == "heading" and not prev.section and prev.page == 1:
-                x0, y0, x1, y1 = prev.bbox
-                bx0, by0, bx1, by1 = b.bbox
-                box = (min(x0, bx0), min(y0, by0), max(x1, bx1), max(y1, by1))
-                out[-1] = Block(1, "heading", "", f"{prev.text} {b.text}", _round_bbox(box))
-            else:
-                out.append(Block(b.page, "heading", section, b.text, _round_bbox(b.bbox)))
-            continue
-        if _CAPTION.match(b.text):
-            kind = "caption"  # figures placed after the bibliography are still figures
-        elif in_refs:
-            kind = "references"
-        elif b.size < body - 0.8 and b.bbox[1] > 0.6 * height_of[b.page]:
-            kind = "footnote"
-        else:
-            kind = "body"
-        out.append(Block(b.page, kind, section, b.text, _round_bbox(b.bbox)))
-    return out
-
-
-def _round_bbox(bbox: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
-    return tuple(round(v, 2) for v in bbox)  # type: ignore[return-value]
-
-
-# --- public API -----------------------------------------------------------------------------
+# --- parsing -----------------------------------------------------------------------------
 
 
 def _open(path: Path) -> pymupdf.Document:
@@ -570,7 +129,7 @@ def parse_pdf(path: Path, settings: ParseSettings) -> ParsedPaper:
                 f"{path.name} has {n_pages} pages, more than max_pages={settings.max_pages}; "
                 "raise ParseSettings.max_pages to parse it",
             )
-        pages: list[list[_RawBlock]] = []
+        pages: list[list[RawBlock]] = []
         sizes: list[tuple[float, float]] = []
         n_images = 0
         bad_pages: list[int] = []
@@ -582,7 +141,7 @@ def parse_pdf(path: Path, settings: ParseSettings) -> ParsedPaper:
                     f"{i + 1}/{n_pages}; raise ParseSettings.time_limit_s if the PDF is sound",
                 )
             try:
-                blocks = [_RawBlock(i + 1, lines) for lines in _page_lines(page, settings.nfkc)]
+                blocks = [RawBlock(i + 1, lines) for lines in page_lines(page, settings.nfkc)]
             except (RuntimeError, ValueError) as e:
                 # One broken page (bad content stream) should not cost the other pages.
                 logger.warning("%s: page %d unreadable, skipped (%s)", path.name, i + 1, e)
@@ -606,15 +165,15 @@ def parse_pdf(path: Path, settings: ParseSettings) -> ParsedPaper:
         what = "only images (scanned? run OCR first)" if n_images else "no text"
         raise ParseFailure(status, f"{path.name} has {what}")
 
-    _mark_margins(pages, sizes, settings)
-    vocab = _vocabulary(pages)
-    body = _body_size(pages)
-    ordered: list[_RawBlock] = []
+    mark_margins(pages, sizes, settings.margin_band, settings.min_repeat_pages)
+    vocab = vocabulary(pages)
+    body = body_size(pages)
+    ordered: list[RawBlock] = []
     for blocks, (w, _) in zip(pages, sizes, strict=True):
-        ordered.extend(_reading_order(blocks, w, settings))
+        ordered.extend(reading_order(blocks, w, settings.columns))
     height_of = {i + 1: h for i, (_, h) in enumerate(sizes)}
-    out = _classify(
-        ordered, body, height_of, lambda ls: _join_lines(ls, vocab, settings.keep_compound_hyphens)
+    out = classify(
+        ordered, body, height_of, lambda ls: join_lines(ls, vocab, settings.keep_compound_hyphens)
     )
     return ParsedPaper(
         paper_id=path.stem,
