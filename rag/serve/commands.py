@@ -18,6 +18,20 @@ from typing import Any
 RETRIEVERS = ("dense", "bm25", "hybrid", "rerank", "multi-query", "hyde")
 
 
+def k_arg(value: str) -> int:
+    """``-k``: a whole number from 1 to the service's largest k; argparse names a bad value and
+    exits 2, before anything loads."""
+    from rag.serve.models import MAX_K
+
+    try:
+        k = int(value)
+    except ValueError:
+        k = 0
+    if not 1 <= k <= MAX_K:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to {MAX_K}")
+    return k
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="default", help="params/<profile>.yaml (default: default)")
     p.add_argument("--papers", nargs="+", metavar="ID", help="serve only these pinned arXiv ids")
@@ -121,6 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         index_dir=args.index_dir,
         allow_network=not args.offline,
         rate_limit_per_minute=args.rate_limit,
+        rate_burst=args.rate_burst,
     )
     app = create_app(settings=settings, serve=serve)
     log_config = uvicorn.config.LOGGING_CONFIG
@@ -136,7 +151,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register ``search``, ``ask``, ``chat`` and ``serve`` on the ``rag`` command."""
     s = sub.add_parser("search", help="ranked hits for a query (the report's retrievers)")
     s.add_argument("query")
-    s.add_argument("-k", type=int, default=5, help="hits (default 5)")
+    s.add_argument("-k", type=k_arg, default=5, help="hits (default 5)")
     s.add_argument("--retriever", default="hybrid", choices=RETRIEVERS)
     s.add_argument("--per-paper-cap", type=int, default=None, help="max hits per paper")
     s.add_argument("--json", action="store_true", help="machine-readable output")
@@ -148,7 +163,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--answerer", default="extractive",
                    help="extractive | smollm2-135m | an API model (see `rag models`)")  # fmt: skip
     a.add_argument("--judge", action="store_true", help="the offline judge's verdict per claim")
-    a.add_argument("-k", type=int, default=None, help="chunks retrieved (default: the profile's)")
+    a.add_argument("-k", type=k_arg, default=None, help="chunks retrieved (default: the profile's)")
     a.add_argument("--retriever", default=None, choices=RETRIEVERS)
     a.add_argument("--json", action="store_true", help="machine-readable output")
     _common(a)
@@ -157,7 +172,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("chat", help="interactive questions with follow-up rewriting")
     c.add_argument("--answerer", default="extractive")
     c.add_argument("--judge", action="store_true")
-    c.add_argument("-k", type=int, default=None)
+    c.add_argument("-k", type=k_arg, default=None, help="chunks retrieved (default: the profile's)")
     c.add_argument("--retriever", default=None, choices=RETRIEVERS)
     c.add_argument("--rewrite-model", default=None, help="LLM rewriter (default: the rules)")
     c.add_argument("--bypass-rewrite", action="store_true", help="retrieve with what you type")
@@ -170,6 +185,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--offline", action="store_true", help="ingest from the cache/mirror only")
     v.add_argument("--rate-limit", type=int, default=600,
                    help="requests per minute per client (0: off; default 600)")  # fmt: skip
+    v.add_argument("--rate-burst", type=int, default=60,
+                   help="requests a client may send at once (default 60)")  # fmt: skip
     v.add_argument("--log-level", default="info")
     v.add_argument("--no-access-log", action="store_true")
     _common(v)

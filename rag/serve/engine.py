@@ -212,9 +212,10 @@ class Lab:
         self, query: str, k: int | None, retriever: str | None
     ) -> tuple[str, list[Hit], Context, dict[str, float]]:
         s = self.settings
-        r, snap = self.retriever(retriever, k or s.k)
+        k = s.k if k is None else k
+        r, snap = self.retriever(retriever, k)
         t0 = time.perf_counter()
-        hits = r.retrieve(query, k or s.k)
+        hits = r.retrieve(query, k)
         t1 = time.perf_counter()
         ctx = assemble_context(
             hits, order=s.context_order, per_paper_cap=s.per_paper_cap,  # type: ignore[arg-type]
