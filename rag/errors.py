@@ -23,6 +23,10 @@ class DownloadError(RagError):
     """A paper could not be fetched (network, HTTP status, checksum, no mirror)."""
 
 
+class WrongPaperError(DownloadError):
+    """A PDF under a pinned id is another paper (its page 1 lacks the manifest's title)."""
+
+
 class ParseError(RagError):
     """A PDF could not be parsed (corrupt, encrypted, empty, image-only, too long, too slow)."""
 

@@ -30,7 +30,7 @@ def _sha(b: bytes) -> str:
 def _corpus(n: int = 4) -> tuple[list[Paper], dict[str, bytes]]:
     papers, pdfs = [], {}
     for i in range(1, n + 1):
-        data = make_pdf(f"{TEXT} Paper number {i}.", pages=2)
+        data = make_pdf(f"Paper {i}. {TEXT}", pages=2)  # page 1 opens with the title
         p = Paper(
             arxiv_id=f"2401.0000{i}",
             version="v1",

@@ -216,6 +216,84 @@ def test_a_swapped_pdf_is_refused_by_name_and_a_regenerated_one_is_accepted(tmp_
     assert BYTES_TOLERANCE < 1
 
 
+def _titled_pdf(title: str, pages: int = 6) -> bytes:
+    """A paper whose page 1 opens with ``title`` above lines of body text."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    for n in range(pages):
+        page = doc.new_page()
+        if n == 0:
+            page.insert_text((50, 50), title, fontsize=11)
+        for line in range(38):
+            page.insert_text((72, 80 + 17 * line), f"{n + 1}.{line}: {WORDS[:80]}", fontsize=9)
+    data = doc.tobytes()
+    doc.close()
+    return data
+
+
+def test_a_lookalike_pdf_of_another_paper_is_refused_by_its_page_1_title(tmp_path, session):
+    """Another paper's file whose pages and size fit the manifest was parsed and indexed under
+    this id ("changed sha256" only); its page 1 does not carry the manifest's title."""
+    ours = "Dense Passage Retrieval for Open-Domain Question Answering"
+    theirs = (
+        "Leveraging Passage Retrieval with Generative Models for Open Domain Question Answering"
+    )
+    pinned, other = _titled_pdf(ours), _titled_pdf(theirs)
+    regenerated = pinned + b"\n% regenerated\n%%EOF\n"
+    papers = [
+        _paper(1, pinned, pages=6, title=ours),
+        _paper(2, pinned, pages=6, title=ours),  # its mirror file is the look-alike
+    ]
+    assert abs(len(other) - len(pinned)) / len(pinned) < BYTES_TOLERANCE  # the size check passes
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / papers[0].filename).write_bytes(regenerated)
+    (mirror / papers[1].filename).write_bytes(other)
+    s = IngestSettings(
+        pdf_dir=tmp_path / "pdfs",
+        mirror=mirror,
+        client=_client(f"http://127.0.0.1:{closed_port()}"),
+    )
+    calls: list[str] = []
+
+    def parse_fn(path, sha):
+        calls.append(path.stem)
+        from rag.types import ParsedPaper
+
+        return ParsedPaper(paper_id=path.stem, n_pages=6)
+
+    summary = ingest(papers, s, session=session, parse_fn=parse_fn)
+    ok, bad = summary.outcomes
+    assert (ok.status, ok.used, ok.refused) == ("changed", True, False)
+    assert (bad.status, bad.used, bad.refused) == ("failed", False, True)
+    assert calls == [papers[0].arxiv_id] and papers[1].arxiv_id not in summary.pdf_paths
+    why = summary.failures[papers[1].arxiv_id]
+    assert why.startswith("refused:") and papers[1].versioned_id in why
+    assert f"manifest's title {ours!r}" in why and f"page 1 reads {theirs!r}"[:-1] in why
+
+
+def test_a_real_lookalike_pair_of_corpus_papers_is_refused(tmp_path, shared_dir):
+    """Two corpus papers whose pages (±1) and size (±25 %) fit each other: the file of 2005.11401
+    (RAG for knowledge-intensive tasks) saved as 2402.13178 (RAG benchmark for medicine)."""
+    from rag.corpus.ingest import manifest_mismatch
+    from rag.corpus.manifest import load_manifest
+    from rag.corpus.titlecheck import check_title
+    from rag.errors import WrongPaperError
+
+    by_id = {p.arxiv_id: p for p in load_manifest(shared_dir / "corpus" / "manifest.jsonl")}
+    claimed = by_id["2402.13178"]
+    swapped = tmp_path / claimed.filename
+    swapped.write_bytes((shared_dir / "corpus" / "pdfs" / "2005.11401.pdf").read_bytes())
+    assert manifest_mismatch(claimed, swapped, swapped.stat().st_size) is None  # pages, size fit
+    with pytest.raises(WrongPaperError) as info:
+        check_title(claimed, swapped)
+    msg = str(info.value)
+    assert claimed.versioned_id in msg and repr(claimed.title) in msg
+    assert "Retrieval-Augmented Generation for Knowledge-Intensive NLP Tasks" in msg
+    assert check_title(claimed, shared_dir / "corpus" / "pdfs" / claimed.filename) >= 95
+
+
 # --- 5. true per-paper reasons; no retry ladder when nothing answers ------------------------
 
 

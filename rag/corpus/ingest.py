@@ -7,8 +7,9 @@ is downloaded politely. The sha256 is compared with the manifest: a mismatch (ar
 regenerates PDFs) is reported as ``changed`` and the file is kept; it is used for parsing when
 ``use_changed`` is true (the default — the text is the same submission) and listed in the summary
 either way, so no change is silently accepted. A changed PDF whose page count or size contradicts
-the manifest beyond :data:`PAGES_TOLERANCE` / :data:`BYTES_TOLERANCE` is not a regenerated copy
-of the pinned paper but another file: it is refused by name, never parsed or indexed. A PDF that
+the manifest beyond :data:`PAGES_TOLERANCE` / :data:`BYTES_TOLERANCE`, or whose page 1 does not
+carry the manifest's title (:mod:`rag.corpus.titlecheck`), is not a regenerated copy of the pinned
+paper but another file: it is refused by name, never parsed or indexed. A PDF that
 will not download or parse is recorded with its own reason (mirror file truncated or not a PDF,
 network unreachable, HTTP status, parse status) and skipped; every requested paper appears in the
 summary exactly once.
@@ -49,7 +50,8 @@ from rag.corpus.arxiv_client import (
 )
 from rag.corpus.lock import file_lock, lock_path
 from rag.corpus.manifest import Paper, load_manifest, write_manifest
-from rag.errors import ConfigError, DownloadError, RagError
+from rag.corpus.titlecheck import check_title
+from rag.errors import ConfigError, DownloadError, RagError, WrongPaperError
 from rag.paths import cache_dir, default_mirror, display
 
 if TYPE_CHECKING:
@@ -251,12 +253,21 @@ def manifest_mismatch(paper: Paper, path: Path, size: int) -> str | None:
 
 
 def _check_changed(paper: Paper, out: PaperOutcome, path: Path) -> None:
-    """Flag a changed PDF; refuse it (status failed, not used) when it contradicts the manifest."""
+    """Flag a changed PDF; refuse it (status failed, not used) when it contradicts the manifest:
+    pages or size beyond tolerance, or a page 1 without the manifest's title (another paper)."""
     if not out.changed:
         return
     why = manifest_mismatch(paper, path, out.bytes or path.stat().st_size)
     if why is None:
-        out.reason = "sha256 differs from the manifest (pages and size agree: regenerated PDF?)"
+        try:
+            check_title(paper, path)
+        except WrongPaperError as e:
+            why = f"refused: sha256 differs and the file is another paper: {e}"
+    if why is None:
+        out.reason = (
+            "sha256 differs from the manifest (pages, size and page-1 title agree: regenerated "
+            "PDF?)"
+        )
         return
     log.error("%s: %s", paper.arxiv_id, why)
     out.status, out.refused, out.used, out.reason = "failed", True, False, why
