@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_cmd_train_ict)
     from rag.serve.commands import add_parsers as add_serve_parsers
 
-    add_serve_parsers(sub)  # search, ask, chat, serve (issue 10)
+    add_serve_parsers(sub)  # search, ask, chat, serve
     return p
 
 

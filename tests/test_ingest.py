@@ -215,7 +215,7 @@ def test_unreachable_arxiv_without_mirror_says_how_to_fix(corpus, session, tmp_p
         ingest(papers, s, session=session)
     written = json.loads(summary_path.read_text())
     assert written["counts"]["failed"] == 4
-    # a refused connection is not retried (issue 15); the rest are not tried, each with its own URL
+    # a refused connection is not retried; the rest are not tried, each with its own URL
     assert [p["attempts"] for p in written["papers"]] == [1, 0, 0, 0]
     assert all("RAG_PDF_MIRROR" in r for r in written["failures"].values())
     for p in papers[1:]:

@@ -1,7 +1,6 @@
-"""Ingest under faults from the issue-15 probe: concurrent ingests, swapped PDFs, true reasons.
+"""Ingest under faults: concurrent ingests, swapped PDFs, a true reason for every failure.
 
-Each test here failed on the code before issue 15 (checked by running it with the previous
-``rag/`` first on ``PYTHONPATH``); the docstrings say how.
+Each docstring says which fault the test reproduces and what a wrong implementation would do.
 """
 
 from __future__ import annotations
@@ -92,7 +91,7 @@ def _client(base: str, **kw) -> ClientSettings:
     return ClientSettings(**opts)
 
 
-# --- 1. two concurrent downloading ingests into one folder ------------------------------------
+# --- two concurrent downloading ingests into one folder ------------------------------------
 
 
 def _ingest_cli(fake: FakeArxiv, tmp_path: Path, manifest: Path, tag: str) -> subprocess.Popen:
@@ -123,17 +122,16 @@ def _ingest_cli(fake: FakeArxiv, tmp_path: Path, manifest: Path, tag: str) -> su
 
 
 def test_two_concurrent_downloading_ingests_never_cache_a_corrupt_parse(tmp_path):
-    """Item 1 of issue 15, reproduced: two ``rag ingest`` processes into one PDF folder and one
-    cache, against a server where both fetch the first PDF at once over connections of unequal
-    speed (``pair`` in :mod:`tests.fakearxiv`; the probe used a slow server and a 0.25 s offset).
+    """Two ``rag ingest`` processes into one PDF folder and one cache, against a server where
+    both fetch the first PDF at once over connections of unequal speed (``pair`` in
+    :mod:`tests.fakearxiv`).
 
-    Before the per-paper lock the second process truncated the shared ``.<id>.pdf.part`` under the
-    first, which verified its own stream, moved the holed file into place and parsed it: a parse
-    with missing text (or a "corrupt" failure) cached under the correct checksum key. Run with the
-    previous ``rag/`` first on ``PYTHONPATH`` this test failed (cached parse differed from a fresh
-    parse of the final, byte-identical PDF). With the lock the second process waits, never
-    requests the PDF, and reuses the first one's verified file; the first request waits out
-    ``pair_wait_s`` for a partner that never comes, which is what makes the test take ~8 s.
+    Without the per-paper lock the second process truncates the shared ``.<id>.pdf.part`` under
+    the first, which verifies its own stream, moves the holed file into place and parses it: a
+    parse with missing text (or a "corrupt" failure) cached under the correct checksum key, which
+    this test catches (the cached parse differs from a fresh parse of the final PDF). With the lock
+    the second process waits, never requests the PDF, and reuses the first one's verified file;
+    the first request waits out ``pair_wait_s`` for a partner that never comes (~8 s).
     """
     ids = (1, 2)
     pdfs = {f"2401.0000{i}v1": _long_pdf(i, pad=700_000) for i in ids}
@@ -173,11 +171,12 @@ def test_a_pdf_rewritten_while_parsed_is_not_cached(tmp_path, tmp_cache):
     assert not list((tmp_cache / "parsed").glob("*.json"))
 
 
-# --- 4. a changed PDF whose pages or size contradict the manifest --------------------------
+# --- a changed PDF that is another paper (pages, size or page-1 title) ----------------------
 
 
 def test_a_swapped_pdf_is_refused_by_name_and_a_regenerated_one_is_accepted(tmp_path, session):
-    """Item 4: before, any changed-checksum PDF was parsed (another paper indexed as this one)."""
+    """A changed-checksum PDF whose pages and size contradict the manifest is another paper: it is
+    refused, never parsed; a regenerated copy of the pinned paper is used (and flagged)."""
     pinned = _long_pdf(1, pages=6)
     regenerated = pinned.replace(b"Paper 1", b"Paper 1", 1) + b"\n% regenerated\n%%EOF\n"
     swapped = _long_pdf(9, pages=2)
@@ -233,8 +232,8 @@ def _titled_pdf(title: str, pages: int = 6) -> bytes:
 
 
 def test_a_lookalike_pdf_of_another_paper_is_refused_by_its_page_1_title(tmp_path, session):
-    """Another paper's file whose pages and size fit the manifest was parsed and indexed under
-    this id ("changed sha256" only); its page 1 does not carry the manifest's title."""
+    """Another paper's file whose pages and size fit the manifest passes those checks, but its
+    page 1 does not carry the manifest's title: refused by name, never parsed or indexed."""
     ours = "Dense Passage Retrieval for Open-Domain Question Answering"
     theirs = (
         "Leveraging Passage Retrieval with Generative Models for Open Domain Question Answering"
@@ -294,12 +293,12 @@ def test_a_real_lookalike_pair_of_corpus_papers_is_refused(tmp_path, shared_dir)
     assert check_title(claimed, shared_dir / "corpus" / "pdfs" / claimed.filename) >= 95
 
 
-# --- 5. true per-paper reasons; no retry ladder when nothing answers ------------------------
+# --- true per-paper reasons; no retry ladder when nothing answers ------------------------
 
 
 def test_each_failure_carries_its_own_reason(tmp_path, session):
-    """Item 5: before, every later miss reused the first paper's error (with the first paper's
-    URL) and a bad mirror file was only a WARNING line, never the paper's reason."""
+    """Every miss carries its own reason and URL (not the first paper's), and a bad mirror file
+    is part of the paper's reason, not only a WARNING line."""
     good = make_pdf("fine", pages=1)
     papers = [_paper(i, good) for i in (1, 2, 3, 4)]
     mirror = tmp_path / "mirror"
@@ -344,12 +343,12 @@ def test_timeouts_and_503_are_still_retried(tmp_path, session):
     assert summary.outcomes[0].status == "downloaded" and summary.outcomes[0].attempts == 3
 
 
-# --- 9. ingest's command line -----------------------------------------------------------------
+# --- ingest's command line -----------------------------------------------------------------
 
 
 def test_cli_limit_has_one_meaning_and_a_missing_mirror_is_named(tmp_path, capsys):
-    """Item 9: before, ``--limit -1`` ingested all but one paper, ``--limit 0`` none, and a missing
-    ``--mirror`` folder was silently ignored."""
+    """``--limit -1`` is an error (not all but one paper), ``--limit 0`` means all papers, and a
+    missing ``--mirror`` folder is an error, not silently ignored."""
     data = make_pdf("cli", pages=1)
     papers = [_paper(i, data) for i in (1, 2, 3)]
     manifest = write_manifest(papers, tmp_path / "m.jsonl")

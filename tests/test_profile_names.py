@@ -11,8 +11,9 @@ from tests.test_runner import _notebook, project  # noqa: F401 - the fixture is 
 
 
 def test_a_profile_outside_params_is_refused_before_anything_is_written(project):  # noqa: F811
-    """An absolute profile path used to be read, run and written to ``outputs//abs/path/name``,
-    with the absolute path in run.json, the parameters cell and every page."""
+    """An absolute profile path is refused before anything runs: followed, it would write to
+    ``outputs//abs/path/name`` with the absolute path in run.json, the parameters cell and every
+    page."""
     _notebook(project / "notebooks" / "01_demo.ipynb", "print(profile)")
     elsewhere = project / "elsewhere"
     elsewhere.mkdir()

@@ -1,6 +1,6 @@
-"""The report runner under faults from the issue-15 probe: nothing unscrubbed is ever published.
+"""The report runner under faults: nothing unscrubbed is ever published.
 
-Each test failed on the code before issue 15 (say which in its docstring).
+Each docstring says which fault the test reproduces and what a wrong implementation would do.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def _published_text(out) -> dict[str, str]:
 
 
 def test_ansi_colour_codes_do_not_hide_a_path():
-    """Before: the lookbehind saw the ``m`` of ``\\x1b[0;32m`` and skipped the path after it."""
+    """A colour code right before a path does not hide it (the ``m`` of ``\\x1b[0;32m`` is not a
+    word the path is part of)."""
     root = str(paths.project_root())
     text = f"\x1b[0;32m{root}/rag/x.py\x1b[0m in \x1b[0;36m/home/alice/y.py\x1b[0m"
     clean, report = publish.scrub(text, env={})
@@ -42,8 +43,8 @@ def test_ansi_colour_codes_do_not_hide_a_path():
 
 
 def test_a_failing_notebook_publishes_no_key_and_no_path(project, monkeypatch):  # noqa: F811
-    """Item 3: a failed notebook's traceback (ANSI-coloured frames under the venv and the project)
-    left absolute paths in the published ``.ipynb``; the HTML was clean."""
+    """A failed notebook's traceback (ANSI-coloured frames under the venv and the project) is
+    published without the key, the paths or the colour codes, in the ``.ipynb`` as in the HTML."""
     fake_key = "sk-" + secrets.token_urlsafe(32)
     monkeypatch.setenv("OPENAI_API_KEY", fake_key)
     body = textwrap.dedent(
@@ -76,8 +77,9 @@ def test_a_failing_notebook_publishes_no_key_and_no_path(project, monkeypatch): 
 
 
 def test_an_absolute_path_parameter_keeps_the_notebook_valid(project):  # noqa: F811
-    """Item 10 of the probe: scrubbing the raw JSON swallowed the backslash escaping the quote
-    after ``gold_path = "/home/.../test.jsonl"`` and the runner died with NotJSONError."""
+    """Scrubbing the raw JSON would swallow the backslash escaping the quote after
+    ``gold_path = "/home/.../test.jsonl"`` (NotJSONError); notebooks are scrubbed string by
+    string."""
     _notebook(
         project / "notebooks" / "01_demo.ipynb",
         "print(gold_path)",
@@ -116,9 +118,9 @@ runner.run_report("demo", output_root=sys.argv[3])
 
 
 def test_a_killed_report_leaves_nothing_unscrubbed_in_the_outputs(project):  # noqa: F811
-    """Item 3: papermill saves the output notebook after every cell, so a report killed mid-notebook
-    left a partial ``.ipynb`` with the key and the project path under ``outputs/``. Now notebooks
-    run in a staging folder and only scrubbed copies are published."""
+    """Papermill saves the output notebook after every cell, so a report killed mid-notebook
+    would leave a partial ``.ipynb`` with the key and the project path under ``outputs/``;
+    notebooks run in a staging folder and only scrubbed copies are published."""
     fake_key = "sk-" + secrets.token_urlsafe(32)
     path = project / "notebooks" / "01_demo.ipynb"
     _notebook(path, LEAKING_CELL)
@@ -157,7 +159,7 @@ def test_a_killed_report_leaves_nothing_unscrubbed_in_the_outputs(project):  # n
 
 
 def test_only_an_unknown_notebook_is_an_error(project, capsys):  # noqa: F811
-    """Item 9: ``rag report --only 99`` exited 0 with an empty report."""
+    """``rag report --only 99`` is an error naming the notebooks, not an empty report."""
     _notebook(project / "notebooks" / "01_demo.ipynb", "pass")
     (project / "params" / "demo.yaml").write_text("{}\n")
     with pytest.raises(ConfigError, match=r"--only 99: no such notebook.*01_demo"):
