@@ -22,9 +22,6 @@ Memory per vector is faiss's serialised index size / N.
 subsets of the real papers, embedding on subsets of chunks with the cache off, index build and
 query on the replicated sizes; the growth exponent is the log-log least-squares slope of time
 against size (1.0 = linear), used to extrapolate to 10k papers.
-
-Why this module is long: one benchmark with four index kinds, BM25, five pipeline stages and the
-Ray comparison, all feeding one JSON file that notebook 03 reads; the pieces share the corpus load.
 """
 
 from __future__ import annotations

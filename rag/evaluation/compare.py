@@ -30,7 +30,7 @@ from rag.retrieval.retrievers import (
 
 log = logging.getLogger(__name__)
 
-#: Metrics of the retrieval report (issue 4): nDCG@10, Recall@5/10/20/100, MRR@10.
+#: Metrics of the retrieval report: nDCG@10, Recall@5/10/20/100, MRR@10.
 METRICS = ("ndcg@10", "recall@5", "recall@10", "recall@20", "recall@100", "mrr@10")
 
 

@@ -19,10 +19,6 @@ Undefined cases are explicit (STYLE.md §9):
 Every aggregate carries a bootstrap CI and its n (:mod:`rag.evaluation.stats`);
 :func:`compare_runs` runs a paired randomisation test between every pair of systems with Holm
 correction and a plain reading.
-
-Why this module is long: ranx scores, the undefined cases, paired comparisons, wins/losses, pool
-recall and the topical proxy all read the same aligned per-query table; splitting them would
-scatter that one contract.
 """
 
 from __future__ import annotations

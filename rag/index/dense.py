@@ -15,9 +15,6 @@ IVF k-means is trained on a fixed-seed sample, so rebuilds give the same cells. 
 against exact search is measured by :meth:`DenseIndex.recall_vs_exact`; the exact ``IndexFlatIP``
 that check needs is only built for an approximate index when asked (it doubles the memory).
 
-Why this module is long: one class owns four faiss index kinds with their build, search (ties by
-id), persistence and provenance checks; splitting them would spread one on-disk contract over files.
-
 Saved indexes record their parameters, the embedder and chunk fingerprints, faiss/numpy versions
 and :data:`FORMAT_VERSION`; :func:`load_or_build` rebuilds when any of them changed.
 """

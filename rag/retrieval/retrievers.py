@@ -11,9 +11,6 @@ so the reranker sees the uncapped pool) and paper-level results (best chunk per 
 Every result list is sorted by score descending with ties broken by chunk id, so runs are
 deterministic. :func:`run_queries` turns a retriever into the runs dict ``{qid: {chunk_id:
 score}}`` that ranx evaluates, recording per-query latency.
-
-Why this module is long: six retrievers and two wrappers of ~20 lines each over one Protocol, plus
-the factory that builds them by name; one module keeps the conformance surface in one place.
 """
 
 from __future__ import annotations

@@ -28,9 +28,6 @@ quotes lie in the chunkable text at all (the rest sit in footnotes).
 Each paper is tokenised once; windows are cut from its token offsets, not re-tokenised per window.
 Tokenizers live in :mod:`rag.text.tokenize`, sentences in :mod:`rag.text.sentences`, and corpus
 chunking with its cache in :mod:`rag.text.chunk_cache`.
-
-Why this module is long: the three strategies share their settings, the chunkable-text mapping
-(char offsets back to pages and sections) and one windowing base class.
 """
 
 from __future__ import annotations
