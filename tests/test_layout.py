@@ -31,8 +31,6 @@ MAX_LINES = 500
 LONG_MODULES = {
     "corpus/ingest.py": "split plan: the download-and-verify loop (fetch, sha256 pin, mirror) "
     "into corpus/fetch.py; the IngestSummary record and its JSON into corpus/ingest_summary.py",
-    "corpus/arxiv_client.py": "split plan: the polite HTTP session (rate limit, retries, 429/503 "
-    "backoff) into corpus/http.py; the arXiv API query and Atom parsing stay",
     "judge/offline.py": "split plan: settings and the named judges into judge/settings.py; "
     "featurisation and the CV fit into judge/fit.py; the judge class stays",
 }

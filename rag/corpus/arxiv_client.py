@@ -12,9 +12,8 @@ only after its body is complete (Content-Length), starts with ``%PDF-`` and ends
 so a killed run never leaves a truncated PDF under the final name. Base URLs are settings so
 tests point the client at 127.0.0.1.
 
-Why this module is long: the polite client's collaborators (a rate limiter kept across restarts,
-the retry policy, atomic downloads with PDF checks, search and bootstrap) serve one object and are
-tested together against one local server.
+The rate limiter lives in :mod:`rag.corpus.rate_limit`, the PDF file checks in
+:mod:`rag.corpus.pdf_check`.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ import hashlib
 import logging
 import os
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NewConnectionError
 
 from rag.corpus.manifest import Paper
+from rag.corpus.pdf_check import PDF_MAGIC, looks_like_pdf, pdf_problem, sha256_file
+from rag.corpus.rate_limit import RateLimiter
 from rag.errors import DownloadError
 from rag.paths import MIRROR_ENV
 
@@ -45,10 +45,6 @@ log = logging.getLogger(__name__)
 
 #: HTTP statuses worth retrying: rate limited, or a transient server-side failure.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-PDF_MAGIC = b"%PDF-"
-PDF_EOF = b"%%EOF"
-#: How far from the end ``%%EOF`` may sit (trailing whitespace / linearisation padding).
-EOF_WINDOW = 2048
 
 
 class ClientSettings(BaseModel):
@@ -81,56 +77,6 @@ class ClientSettings(BaseModel):
         min_length=1,
         description="User-Agent sent with every request",
     )
-
-
-class RateLimiter:
-    """Spaces request starts at least ``min_interval`` seconds apart (thread-safe).
-
-    With a ``stamp`` file the last start time (wall clock) is also shared across processes, so a
-    run restarted right after a kill still waits out the interval of the one before it.
-    """
-
-    def __init__(
-        self,
-        min_interval: float,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        stamp: Path | None = None,
-    ) -> None:
-        self.min_interval = min_interval
-        self._clock = time.time if stamp is not None else clock
-        self._sleep = sleep
-        self._stamp = stamp
-        self._last: float | None = None
-        self._lock = threading.Lock()
-
-    def _previous(self) -> float | None:
-        if self._stamp is None:
-            return self._last
-        try:
-            shared = float(self._stamp.read_text(encoding="ascii"))
-        except (OSError, ValueError):
-            return self._last
-        # A stamp from the future (clock change) must not block for long.
-        shared = min(shared, self._clock())
-        return shared if self._last is None else max(shared, self._last)
-
-    def wait(self) -> float:
-        """Block until a request may start; returns the seconds slept."""
-        with self._lock:
-            slept = 0.0
-            last = self._previous()
-            if last is not None:
-                slept = max(0.0, last + self.min_interval - self._clock())
-                if slept > 0:
-                    self._sleep(slept)
-            self._last = self._clock()
-            if self._stamp is not None:
-                try:
-                    self._stamp.write_text(repr(self._last), encoding="ascii")
-                except OSError as e:
-                    log.warning("cannot record request time in %s: %s", self._stamp, e)
-            return slept
 
 
 class ArxivUnreachable(DownloadError):
@@ -173,28 +119,6 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-def looks_like_pdf(path: Path) -> bool:
-    """True when the file starts with ``%PDF-`` and has ``%%EOF`` near its end (not truncated)."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            head = f.read(len(PDF_MAGIC))
-            f.seek(max(0, size - EOF_WINDOW))
-            tail = f.read()
-    except OSError:
-        return False
-    return head == PDF_MAGIC and PDF_EOF in tail
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _is_refused(exc: BaseException) -> bool:
     """Nothing answers at all: connection refused or the host name does not resolve.
 
@@ -219,23 +143,6 @@ def _should_retry(exc: BaseException) -> bool:
         requests.exceptions.ChunkedEncodingError,
     )
     return isinstance(exc, retryable) and not _is_refused(exc)
-
-
-def pdf_problem(path: Path) -> str | None:
-    """Why a local file is not a usable PDF ("empty", "not a PDF ...", "truncated ..."), or None."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            head = f.read(len(PDF_MAGIC))
-    except OSError as e:
-        return f"unreadable ({e.strerror or e})"
-    if size == 0:
-        return "empty file"
-    if head != PDF_MAGIC:
-        return f"not a PDF (starts with {head!r})"
-    if not looks_like_pdf(path):
-        return f"truncated (no %%EOF trailer in its {size:,} bytes)"
-    return None
 
 
 def _is_unreachable(exc: BaseException) -> bool:
@@ -510,3 +417,20 @@ def bootstrap_manifest(
     """
     with ArxivClient(settings, session=session) as client:
         return client.search(query, max_results=max_results)
+
+
+__all__ = [
+    "RETRY_STATUSES",
+    "ArxivClient",
+    "ArxivUnreachable",
+    "ClientSettings",
+    "FetchResult",
+    "RateLimiter",
+    "bootstrap_manifest",
+    "looks_like_pdf",
+    "parse_retry_after",
+    "pdf_problem",
+    "result_to_paper",
+    "sha256_file",
+    "unreachable_hint",
+]
