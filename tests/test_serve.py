@@ -1,4 +1,4 @@
-"""The service through FastAPI's TestClient: every endpoint and every bad input of issue 10.
+"""The service through FastAPI's TestClient: every endpoint and every bad input it refuses.
 
 The lab is built over hand-made chunks of two pinned papers with a hashing embedder
 (:mod:`tests.serve_support`), so these run in seconds; ingest goes through the real mirror, parser

@@ -1,88 +1,34 @@
 """A real ``rag serve`` process on 127.0.0.1: readiness, SSE parsed event by event, and a crash.
 
 The server serves two small pinned papers (from the mirror, embedded with the real MiniLM into a
-cache in a tmp folder), so a first start costs a few seconds of embedding. The crash test kills
-the server with SIGKILL while it ingests a third paper, restarts it on the same served index and
-checks that the paper is wholly in or wholly out: manifest, segments, dense and BM25 agree.
+cache in a tmp folder), so a first start costs a few seconds of embedding. The crash tests hold an
+ingest of a third paper at a known point of its commit (:mod:`tests.serve_pause`), kill the server
+with SIGKILL there, restart it on the same served index and check the one outcome that point
+allows: killed before the manifest is replaced, the paper is wholly out; killed after, wholly in
+(manifest, segments, dense and BM25 agree either way).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+import httpx
 import pytest
 
-httpx = pytest.importorskip("httpx")
+from tests.serve_support import Server, serve_cache_dir, wait_until
 
-PAPERS = ["1607.01759", "1810.08699"]
 NEW = "1310.4546"
-READY_TIMEOUT_S = 420
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One ``rag serve`` subprocess (its own process group, killed by its pid only)."""
-
-    def __init__(self, tmp: Path, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / f"serve-{self.port}.log"
-        cmd = [sys.executable, "-m", "rag.cli", "serve", "--port", str(self.port),
-               "--papers", *PAPERS, "--index-dir", str(tmp / "served"), "--offline",
-               "--rate-limit", "0", *extra]  # fmt: skip
-        full_env = {**os.environ, "RAG_CACHE_DIR": str(tmp / "cache"), **(env or {})}
-        self.proc = subprocess.Popen(
-            cmd, stdout=self.log.open("wb"), stderr=subprocess.STDOUT, env=full_env,
-            start_new_session=True,
-        )  # fmt: skip
-        self.causes: list[str] = []
-
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> dict:
-        t0 = time.time()
-        while time.time() - t0 < timeout:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"rag serve exited: {self.log.read_text()[-3000:]}")
-            try:
-                r = httpx.get(self.url + "/ready", timeout=5)
-            except httpx.TransportError:
-                time.sleep(0.3)
-                continue
-            if r.status_code == 200:
-                return r.json()
-            assert r.status_code == 503, r.text
-            self.causes.append(r.json()["cause"])
-            time.sleep(0.3)
-        raise AssertionError(f"not ready in {timeout} s: {self.log.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @pytest.fixture(scope="module")
 def tmp(tmp_path_factory, shared_dir):
     return tmp_path_factory.mktemp("serve-e2e")
+
+
+@pytest.fixture(scope="module")
+def serve_cache(tmp_path_factory, shared_dir):
+    return serve_cache_dir(tmp_path_factory)
 
 
 def sse_events(response) -> list[tuple[str, dict]]:
@@ -99,8 +45,8 @@ def sse_events(response) -> list[tuple[str, dict]]:
     return events
 
 
-def test_rag_serve_end_to_end(tmp):
-    server = Server(tmp)
+def test_rag_serve_end_to_end(tmp, serve_cache):
+    server = Server(tmp, cache=serve_cache)
     try:
         info = server.wait_ready()
         assert info["papers"] == 2 and info["chunks"] > 10
@@ -131,45 +77,62 @@ def _state(url: str) -> tuple[dict, dict]:
     return papers, {p["arxiv_id"]: p["n_chunks"] for p in papers["papers"]}
 
 
-def test_sigkill_during_ingest_leaves_the_paper_wholly_in_or_out(tmp):
-    server = Server(tmp)
+def _on_disk(served: Path) -> tuple[list[str], list[str]]:
+    manifest = json.loads((served / "manifest.json").read_text())
+    return [p["paper_id"] for p in manifest["papers"]], sorted(
+        d.name for d in (served / "segments").iterdir()
+    )
+
+
+@pytest.mark.parametrize("point", ["before-manifest", "after-manifest"])
+def test_sigkill_inside_the_ingest_commit_leaves_the_paper_wholly_out_or_in(
+    tmp_path, serve_cache, point
+):
+    marker = tmp_path / "held"
+    server = Server(tmp_path, cache=serve_cache, module=("tests.serve_pause", point, str(marker)))
     try:
         server.wait_ready()
         before, _ = _state(server.url)
         job = httpx.post(server.url + "/ingest", json={"arxiv_id": NEW}).json()
-        stage = "queued"
-        for _ in range(2000):
-            stage = httpx.get(f"{server.url}/ingest/{job['job_id']}").json()["stage"]
-            if stage != "queued":
-                break
-            time.sleep(0.005)
+        wait_until(marker.exists, 600, f"the ingest of {NEW} reaching {point}", every=0.2)
+        # Held inside the commit: the segment is in place and the running server has not
+        # swapped its snapshot, whatever the manifest says.
+        status = httpx.get(f"{server.url}/ingest/{job['job_id']}").json()
+        assert (status["status"], status["stage"]) == ("running", "committing")
+        assert NEW not in _state(server.url)[1]
+        listed, segments = _on_disk(server.index_dir)
+        assert segments == [NEW]
+        assert (NEW in listed) == (point == "after-manifest")
         server.kill()
     finally:
         server.stop()
-    served = tmp / "served"
-    restarted = Server(tmp)
+    restarted = Server(tmp_path, cache=serve_cache)
     try:
         info = restarted.wait_ready()
         papers, counts = _state(restarted.url)
-        manifest = json.loads((served / "manifest.json").read_text())
-        segments = sorted(d.name for d in (served / "segments").iterdir())
-        if NEW in counts:  # wholly in
-            assert segments == [NEW] and counts[NEW] > 0
+        listed, segments = _on_disk(restarted.index_dir)
+        manifest = json.loads((restarted.index_dir / "manifest.json").read_text())
+        if point == "after-manifest":  # the commit point was passed: wholly in
+            assert segments == [NEW] and counts[NEW] > 0 and NEW in listed
             assert info["chunks"] == before["n_chunks"] + counts[NEW]
-        else:  # wholly out
-            assert segments == []
+            hits = httpx.post(restarted.url + "/search", json={"query": "phrases Skip-gram"})
+            assert hits.json()["hits"][0]["arxiv_id"] == NEW
+        else:  # not committed: wholly out, the orphan segment removed at start
+            assert segments == [] and NEW not in counts and NEW not in listed
             assert info["chunks"] == before["n_chunks"]
-        assert manifest["n_chunks"] == info["chunks"] == papers["n_chunks"], stage
+        assert manifest["n_chunks"] == info["chunks"] == papers["n_chunks"]
         # Either way a second ingest brings the index to the same whole state.
         job = httpx.post(restarted.url + "/ingest", json={"arxiv_id": NEW}).json()
-        for _ in range(1200):
+
+        def finished():
             st = httpx.get(f"{restarted.url}/ingest/{job['job_id']}").json()
-            if st["status"] in ("done", "failed"):
-                break
-            time.sleep(0.25)
+            return st if st["status"] in ("done", "failed") else None
+
+        st = wait_until(finished, 600, f"the second ingest of {NEW}", every=0.25)
         assert st["status"] == "done", st
+        assert (st["added_chunks"] == 0) == (point == "after-manifest"), st
         _, counts2 = _state(restarted.url)
-        assert counts2[NEW] > 0 and (NEW not in counts or counts2[NEW] == counts[NEW])
+        assert counts2[NEW] > 0 and counts2[NEW] == counts.get(NEW, counts2[NEW])
         hits = httpx.post(restarted.url + "/search", json={"query": "phrases Skip-gram", "k": 1})
         assert hits.json()["hits"][0]["arxiv_id"] == NEW
     finally:
