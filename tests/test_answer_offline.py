@@ -47,6 +47,7 @@ class OverlapJudge:
     """p(supported) = share of the claim's content words present in the premise."""
 
     name = "overlap"
+    fingerprint = "overlap:0.6"
 
     class fitted:  # noqa: N801 - mimics OfflineJudge.fitted.threshold
         threshold = 0.6

@@ -36,6 +36,7 @@ class WordJudge:
     """A claim judge with the fake entailment rule."""
 
     name = "word-judge"
+    fingerprint = "word-judge:subset"
 
     def verdict(self, claim: str, context: str) -> Verdict:
         ok = entails(claim, context)

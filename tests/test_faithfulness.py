@@ -27,6 +27,7 @@ class VerbatimJudge:
     """Supported iff the claim (lower-cased, final period dropped) is a substring of the premise."""
 
     name = "verbatim"
+    fingerprint = "verbatim:substring"
 
     def verdict(self, claim: str, context: str) -> Verdict:
         found = claim.lower().rstrip(".").strip() in context.lower()

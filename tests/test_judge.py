@@ -152,6 +152,9 @@ def test_offline_judge_trains_persists_and_reloads(tmp_path, tmp_cache, monkeypa
         settings.model_copy(update={"strict_numbers": True}), embedder=BowEmbedder()
     )
     assert strict.fitted.meta["key"] == judge.fitted.meta["key"]  # same model, other decision
+    # the content key tells the two apart although their names agree; a reload shares it
+    assert strict.name == judge.name and strict.fingerprint != judge.fingerprint
+    assert again.fingerprint == judge.fingerprint
     claim, ctx = (
         "Metformin lowers blood glucose",
         "Metformin lowers blood glucose. Doses were 500 mg.",
@@ -321,6 +324,7 @@ class KeywordJudge:
     """Supported when the abstract contains the claim's first word; fails on claims with '??'."""
 
     name = "keyword"
+    fingerprint = "keyword:first-word"
 
     def verdict(self, claim: str, context: str) -> Verdict:
         if "??" in claim:

@@ -247,6 +247,7 @@ class WordJudge:
 
     def __init__(self, name, strict_negation=False):
         self.name = name
+        self.fingerprint = f"{name}:strict={strict_negation}"
         self.strict = strict_negation
 
     def verdict(self, claim, context):

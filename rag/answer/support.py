@@ -2,8 +2,8 @@
 
 The sharper extractive answerer, the decline gate and the post-hoc attribution filter all ask one
 question of a faithfulness judge: *does this source span support this statement?* The judge is
-injected (anything with ``predict(pairs) -> [Verdict]`` or ``verdict(claim, context)``, such as
-:class:`rag.judge.offline.OfflineJudge`); this floor never imports it.
+injected (a :class:`rag.verdicts.ClaimJudge`, batched when it also has ``predict(pairs)``, such
+as :class:`rag.judge.offline.OfflineJudge`); this floor never imports a judge.
 
 Spans are the context's sentences (:func:`rag.answer.claims.split_sentences`, existing bracket
 citations of the paper removed) and their clauses (:func:`rag.answer.claims.split_claims`), so a
@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rag.answer.claims import parse_citations, split_claims, split_sentences
 from rag.answer.context import Context
+from rag.verdicts import ClaimJudge, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,34 +63,31 @@ def candidate_spans(
     return out
 
 
-def judge_pairs(judge: Any, pairs: Sequence[tuple[str, str]]) -> list[Any]:
+def judge_pairs(judge: ClaimJudge, pairs: Sequence[tuple[str, str]]) -> list[Verdict]:
     """Verdicts for ``(claim, premise)`` pairs, batched when the judge has ``predict``."""
     if not pairs:
         return []
-    if hasattr(judge, "predict"):
-        return list(judge.predict(list(pairs)))
+    predict = getattr(judge, "predict", None)
+    if predict is not None:
+        return list(predict(list(pairs)))
     return [judge.verdict(c, p) for c, p in pairs]
 
 
 #: Scored spans of recent (judge, statement, context) requests: the extractive answerer, the
 #: gate and the trade-off run ask the same question of the same context within one notebook.
-_MEMO: dict[tuple[int, str, str, str], list[Span]] = {}
+_MEMO: dict[tuple[str, str, str], list[Span]] = {}
 _MEMO_MAX = 2048
 
 
-def support_spans(judge: Any, statement: str, context: Context, **kw: int) -> list[Span]:
+def support_spans(judge: ClaimJudge, statement: str, context: Context, **kw: int) -> list[Span]:
     """Every candidate span scored by the judge for ``statement``, best first.
 
     Ties (equal p(supported)) go to the shorter span, then source number, then position, so the
-    order is deterministic. Results are memoised per judge object, statement, context and span
-    bounds (the judge is deterministic), so asking again costs nothing.
+    order is deterministic. Results are memoised per judge content (its
+    :attr:`~rag.verdicts.ClaimJudge.fingerprint`: the judge is deterministic), statement, context
+    and span bounds, so asking again costs nothing.
     """
-    key = (
-        id(judge),
-        getattr(judge, "name", ""),
-        statement,
-        context.render() + repr(sorted(kw.items())),
-    )
+    key = (judge.fingerprint, statement, context.render() + repr(sorted(kw.items())))
     if key in _MEMO:
         return list(_MEMO[key])
     if len(_MEMO) >= _MEMO_MAX:

@@ -5,7 +5,8 @@ whole answer into claims and verdicts (:class:`AnswerJudgement`). Refusals and c
 are recognised by :mod:`rag.answer.claims` before any judge runs, so the answered rate does not
 depend on the judge. Implementations: :mod:`rag.judge.offline` (no API) and
 :mod:`rag.judge.llm_judge`. This module stays import-light (no torch) so metrics can use the
-records without a model.
+records without a model. The claim-level contract (:class:`Verdict`, :class:`ClaimJudge`) lives in
+:mod:`rag.verdicts`, below the answer stage that also uses it, and is re-exported here.
 """
 
 from __future__ import annotations
@@ -14,32 +15,9 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from rag.answer.claims import parse_answer
+from rag.verdicts import VERDICT_LABELS, ClaimJudge, Verdict, VerdictLabel
 
-VerdictLabel = Literal["supported", "unsupported", "not_found"]
 JudgementStatus = Literal["scored", "refusal", "no_claims", "judge_failure"]
-VERDICT_LABELS: tuple[VerdictLabel, ...] = ("supported", "unsupported", "not_found")
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """A judge's decision on one claim.
-
-    Attributes:
-        label: ``supported`` (the context entails the claim), ``unsupported`` (the context speaks
-            to it but does not entail it, or contradicts it) or ``not_found`` (nothing relevant).
-        score: the judge's confidence that the claim is supported, in [0, 1].
-        reason: one line a reader can check.
-        trace: the evidence behind the label (best sentence, features, raw output).
-    """
-
-    label: VerdictLabel
-    score: float
-    reason: str
-    trace: dict = field(default_factory=dict)
-
-    @property
-    def supported(self) -> bool:
-        return self.label == "supported"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,15 +48,6 @@ class AnswerJudgement:
 
 
 @runtime_checkable
-class ClaimJudge(Protocol):
-    """Labels one claim against a context."""
-
-    name: str
-
-    def verdict(self, claim: str, context: str) -> Verdict: ...
-
-
-@runtime_checkable
 class AnswerJudge(Protocol):
     """Extracts an answer's claims and labels each against a context."""
 
@@ -104,5 +73,6 @@ __all__ = [
     "ClaimJudge",
     "ClaimVerdict",
     "Verdict",
+    "VerdictLabel",
     "judge_claims",
 ]

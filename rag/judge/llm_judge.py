@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rag.answer.claims import parse_answer
 from rag.errors import JudgeError, LLMError
-from rag.judge import AnswerJudgement, ClaimVerdict, Verdict, judge_claims
+from rag.judge import AnswerJudgement, ClaimJudge, ClaimVerdict, Verdict, judge_claims
 from rag.llm.base import ChatModel, Message
 
 logger = logging.getLogger(__name__)
@@ -146,6 +146,8 @@ class LLMJudge:
         self.settings = settings or LLMJudgeSettings()
         self.repeat = repeat
         self.name = f"llm:{chat.name}:{PROMPT_VERSION}" + (f"#r{repeat}" if repeat else "")
+        #: the model, prompt version, repeat and settings fix the verdicts (temperature 0, cached)
+        self.fingerprint = f"{self.name}:{self.settings.model_dump_json()}"
 
     def _call(self, answer: str, context: str) -> tuple[list[ClaimVerdict] | None, dict, str]:
         """(verdicts or None on failure, trace, failure reason)."""
@@ -228,13 +230,14 @@ class AgreementJudge:
         n_agree, n_disagree, n_failed: counts over every :meth:`verdict` call so far.
     """
 
-    def __init__(self, first, second) -> None:
+    def __init__(self, first: ClaimJudge, second: ClaimJudge) -> None:
         if first.name == second.name:
             raise JudgeError(
                 f"an agreement rule needs two different judges, got {first.name} twice"
             )
         self.first, self.second = first, second
         self.name = f"agree({first.name}|{second.name})"
+        self.fingerprint = f"agree({first.fingerprint}|{second.fingerprint})"
         self.n_agree = self.n_disagree = self.n_failed = 0
 
     @property

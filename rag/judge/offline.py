@@ -29,6 +29,7 @@ deterministically when missing. Embeddings go through :func:`rag.index.embed_cac
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -480,6 +481,22 @@ class OfflineJudge:
         self.fitted = fitted or self._load_or_fit(fit_only)
         self.version: str = self.settings.version
         self.name = f"{self.version}:{self.fitted.meta.get('key', 'custom')}"
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """Content key of this judge's verdicts: its settings, embedder and fitted model.
+
+        A fitted model is named by its artifact key (the hash of its training inputs, in
+        :attr:`name`: fitting is deterministic, so a reload or a pinned copy shares it); one
+        handed in without a key is hashed as it is.
+        """
+        h = hashlib.sha256()
+        for part in (self.name, self.settings.model_dump_json(), self.embedder.fingerprint):
+            h.update(part.encode())
+            h.update(b"\0")
+        if "key" not in self.fitted.meta:
+            h.update(pickle.dumps(self.fitted, protocol=4))
+        return f"{self.name}:{h.hexdigest()[:16]}"
 
     def _train_path(self) -> Path:
         p = Path(self.settings.train_path)
