@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rag.answer.claims import (
-    is_refusal,
-    parse_answer,
-    parse_citations,
-    split_claims,
-    split_sentences,
-)
+from rag.answer.claims import is_refusal, parse_answer, parse_citations, split_claims
+from rag.errors import ConfigError
+from rag.text.sentences import split_sentences
 
 
 @pytest.mark.parametrize(
@@ -38,7 +34,7 @@ def test_split_sentences_keeps_abbreviations_decimals_and_trailing_citations():
         "Recall rises to 0.85 at k=20 [1]. See Fig. 3, e.g. the curve. Smith et al. agree. [2] "
         "Is it robust? Yes!\n- A bullet item here\n2) Numbered item here"
     )
-    assert split_sentences(text) == [
+    assert split_sentences(text, mode="answer") == [
         "Recall rises to 0.85 at k=20 [1].",
         "See Fig. 3, e.g. the curve.",
         "Smith et al. agree. [2]",
@@ -47,6 +43,22 @@ def test_split_sentences_keeps_abbreviations_decimals_and_trailing_citations():
         "A bullet item here",
         "Numbered item here",
     ]
+
+
+def test_paper_mode_keeps_lines_together_and_a_bracket_number_opens_a_sentence():
+    text = "Recall rises [3]. [12] A. Author wrote it.\n- not a bullet here"
+    assert split_sentences(text) == split_sentences(text, mode="paper")
+    assert split_sentences(text, mode="paper") == [
+        "Recall rises [3].",
+        "[12] A. Author wrote it.\n- not a bullet here",
+    ]
+    assert split_sentences(text, mode="answer") == [
+        "Recall rises [3]. [12]",
+        "A. Author wrote it.",
+        "not a bullet here",
+    ]
+    with pytest.raises(ConfigError, match="'claims'"):
+        split_sentences(text, mode="claims")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,10 @@
 
 Deterministic rules, so a judge's input is reproducible and testable by hand:
 
-1. **Sentences.** The package's one splitter, :mod:`rag.text.sentences`: lines (bullets,
-   numbered items) are split first, then sentences within a line (abbreviations and initials are
-   not boundaries). Citation markers placed right after the period (``... works. [2] Next``)
-   belong to the sentence before them.
+1. **Sentences.** The package's one splitter in its ``"answer"`` mode
+   (:func:`rag.text.sentences.split_sentences`): lines (bullets, numbered items) are split first,
+   then sentences within a line (abbreviations and initials are not boundaries). Citation markers
+   placed right after the period (``... works. [2] Next``) belong to the sentence before them.
 2. **Citations.** ``[n]``, ``[1, 3]``, ``[1; 3]``, ``[1-3]`` (a range, at most 20 ids) and runs
    such as ``[1][2]`` are parsed to sorted-unique integer ids per sentence and removed from the
    text.
@@ -32,13 +32,13 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from rag.text import sentences as splitter
 from rag.text.sentences import CITE_GROUP
-from rag.text.sentences import split_sentences as _split
 
 logger = logging.getLogger(__name__)
 
 #: Version of these rules; part of every cache key that depends on claim splitting.
-CLAIMS_VERSION = "claims-v2"  # v2: the shared splitter of rag.text.sentences
+CLAIMS_VERSION = "claims-v2"
 #: A claim (or a claim-bearing sentence) has at least this many word tokens.
 MIN_CLAIM_WORDS = 3
 #: Largest citation range expanded (``[1-20]``); wider ranges are not treated as citations.
@@ -150,12 +150,6 @@ def parse_citations(text: str) -> tuple[str, tuple[int, ...]]:
     return clean, tuple(sorted(ids))
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of an answer: per line, bullets dropped, citation markers kept with their
-    sentence (:func:`rag.text.sentences.split_sentences` with ``citations`` and ``lines``)."""
-    return _split(text, citations=True, lines=True)
-
-
 def _n_words(text: str) -> int:
     return len(_WORD_RE.findall(text))
 
@@ -210,7 +204,7 @@ def is_refusal(text: str) -> bool:
 def parse_answer(answer: str) -> ParsedAnswer:
     """Split an answer into :class:`Sentence` records with citations, claims and refusals."""
     sentences = []
-    for raw in split_sentences(answer):
+    for raw in splitter.split_sentences(answer, mode="answer"):
         clean, cites = parse_citations(raw)
         refusal = is_refusal(clean)
         claims = () if refusal else tuple(split_claims(clean))

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.answer.claims import parse_answer, parse_citations, split_sentences
+from rag.answer.claims import parse_answer, parse_citations
 from rag.answer.context import Context
 from rag.answer.grammar import GRAMMAR_VERSION, QUOTE_GRAMMAR_VERSION, answer_grammar, quote_grammar
 from rag.answer.questions import declarative_form, is_yes_no_question
@@ -42,7 +42,7 @@ from rag.index.bm25 import Tokenizer, TokenizerSettings
 from rag.ir import EmbedderLike
 from rag.llm.base import ChatModel, Message
 from rag.shard import sharded_map
-from rag.text.sentences import split_sentences as split_text
+from rag.text.sentences import split_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ class ExtractiveAnswerer:
         out = []
         for src in context.sources:
             text = re.sub(r"\s+", " ", src.text).strip()
-            for i, raw in enumerate(split_sentences(text)):
+            for i, raw in enumerate(split_sentences(text, mode="answer")):
                 clean, _ = parse_citations(raw)
                 n_words = len(clean.split())
                 if not s.min_words <= n_words <= s.max_words:
@@ -431,7 +431,7 @@ def quote_candidates(
     seen: set[str] = set()
     n_sent = n_trunc = n_over = 0
     for src in context.sources:
-        for raw in split_text(_printable(src.text)):
+        for raw in split_sentences(_printable(src.text), mode="paper"):
             n_sent += 1
             clean, _ = parse_citations(raw)
             if not _COMPLETE.search(clean) or not _opens_sentence(clean):
@@ -755,7 +755,7 @@ def attribution_filter(
     for qid, a in answers.items():
         ctx = contexts[qid]
         premise = "\n\n".join(ctx.source_texts[n] for n in sorted(ctx.source_texts))
-        raw = split_sentences(a.text)
+        raw = split_sentences(a.text, mode="answer")
         parsed = [parse_answer(r).sentences for r in raw]
         claims = [c for sents in parsed for s in sents for c in s.claims]
         verdicts = iter(judge_pairs(judge, [(c, premise) for c in claims]))

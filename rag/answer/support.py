@@ -5,10 +5,10 @@ question of a faithfulness judge: *does this source span support this statement?
 injected (a :class:`rag.verdicts.ClaimJudge`, batched when it also has ``predict(pairs)``, such
 as :class:`rag.judge.offline.OfflineJudge`); this floor never imports a judge.
 
-Spans are the context's sentences (:func:`rag.answer.claims.split_sentences`, existing bracket
-citations of the paper removed) and their clauses (:func:`rag.answer.claims.split_claims`), so a
-shorter span can be chosen when it alone is supported. The statement is the question's
-:func:`rag.answer.questions.declarative_form`.
+Spans are the context's sentences (:func:`rag.text.sentences.split_sentences`, ``"answer"``
+mode, existing bracket citations of the paper removed) and their clauses
+(:func:`rag.answer.claims.split_claims`), so a shorter span can be chosen when it alone is
+supported. The statement is the question's :func:`rag.answer.questions.declarative_form`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rag.answer.claims import parse_citations, split_claims, split_sentences
+from rag.answer.claims import parse_citations, split_claims
 from rag.answer.context import Context
+from rag.text.sentences import split_sentences
 from rag.verdicts import ClaimJudge, Verdict
 
 
@@ -51,7 +52,7 @@ def candidate_spans(
     out = []
     for src in context.sources:
         text = re.sub(r"\s+", " ", src.text).strip()
-        for i, raw in enumerate(split_sentences(text)):
+        for i, raw in enumerate(split_sentences(text, mode="answer")):
             clean, _ = parse_citations(raw)
             words = len(clean.split())
             if not min_words <= words <= max_words:

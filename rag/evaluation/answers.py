@@ -32,9 +32,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from rag.answer.claims import parse_citations, split_sentences
+from rag.answer.claims import parse_citations
 from rag.errors import EvaluationError
 from rag.evaluation.gold import GoldItem
+from rag.text.sentences import split_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def exact_match(prediction: str, reference: str) -> float:
 
 def has_repeated_line(text: str) -> bool:
     """Whether a line or sentence (normalised, at least 3 words) occurs twice in ``text``."""
-    units = [normalize_answer(parse_citations(u)[0]) for u in split_sentences(text)]
+    units = [normalize_answer(parse_citations(u)[0]) for u in split_sentences(text, mode="answer")]
     units = [u for u in units if len(u.split()) >= 3]
     return len(units) != len(set(units))
 

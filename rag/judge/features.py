@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag.answer.claims import split_sentences
+from rag.text.sentences import split_sentences
 
 #: Bump when any feature changes: it is part of the fitted model's cache key.
 FEATURE_VERSION = "judge-features-v2"
@@ -210,7 +210,9 @@ class ContextUnits:
 
 def context_units(context: str, max_sentences: int = 200) -> ContextUnits:
     """Split a context into sentences (at most ``max_sentences``)."""
-    sents = tuple(split_sentences(context)[:max_sentences]) or (context.strip() or " ",)
+    sents = tuple(split_sentences(context, mode="answer")[:max_sentences]) or (
+        context.strip() or " ",
+    )
     return ContextUnits(sents, context.strip() or " ")
 
 

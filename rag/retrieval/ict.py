@@ -86,7 +86,7 @@ class ICTExample:
 
 
 def _sentences(text: str) -> list[str]:
-    return split_sentences(text, citations=True, lines=True)
+    return split_sentences(text, mode="answer")
 
 
 _CAPTION = re.compile(r"^(table|figure|fig\.|algorithm|listing)\s*\d", re.I)

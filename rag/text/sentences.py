@@ -12,15 +12,23 @@ has no whitespace after its period). A lowercase start never opens a sentence, s
 stays whole while ``etc. The`` (nearly always a sentence end) splits; the price is that a sentence
 ending in a listed abbreviation (``… by Mikolov et al. We``) is not split.
 
-Generated answers differ from paper text in one way, selected by ``citations=True``: citation
-markers such as ``[1]`` or ``[2, 3]`` written *after* the final period belong to the sentence
-they close (``… is fast. [1] It …``). In paper text a bracketed number after a period opens the
-next sentence (a reference-list entry ``[12] A. Author …``), so the default leaves it there.
+Generated answers differ from paper text in one way, selected by ``citations=True`` (the
+``"answer"`` mode of :func:`split_sentences`): citation markers such as ``[1]`` or ``[2, 3]``
+written *after* the final period belong to the sentence they close (``… is fast. [1] It …``). In
+paper text a bracketed number after a period opens the next sentence (a reference-list entry
+``[12] A. Author …``), so the ``"paper"`` mode leaves it there.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
+
+from rag.errors import ConfigError
+
+#: How :func:`split_sentences` cuts: paper prose, or answers and numbered sources.
+SplitMode = Literal["paper", "answer"]
+SPLIT_MODES: tuple[str, ...] = get_args(SplitMode)
 
 #: Tokens ending in "." that do not end a sentence when followed by a capital or a digit.
 ABBREVIATIONS = frozenset(
@@ -69,21 +77,29 @@ def sentence_spans(text: str, *, citations: bool = False) -> list[tuple[int, int
     return out
 
 
-def split_sentences(text: str, *, citations: bool = False, lines: bool = False) -> list[str]:
-    """The sentences of ``text`` as strings (see :func:`sentence_spans`).
+def split_sentences(text: str, mode: SplitMode = "paper") -> list[str]:
+    """The sentences of ``text`` as strings, cut by one of two named modes.
 
     Args:
-        citations: as in :func:`sentence_spans`.
-        lines: every line is split on its own and a leading list bullet (``-``, ``*``, ``•``,
-            ``1.``, ``2)``) is dropped: the shape of generated answers and rendered contexts, where
-            a line break ends a sentence even without a period.
+        text: any text.
+        mode: ``"paper"``: paper prose (chunks, quote candidates); newlines are ordinary
+            whitespace and a bracketed number after a period opens the next sentence.
+            ``"answer"``: generated answers and the sources shown to an answerer or judge; every
+            line is split on its own, a leading list bullet (``-``, ``*``, ``•``, ``1.``, ``2)``)
+            is dropped since a line break ends a sentence even without a period, and citation
+            markers after a period stay with the sentence they close (see the module docstring).
+
+    Raises:
+        ConfigError: an unknown ``mode``.
     """
-    if not lines:
-        return [text[a:b] for a, b in sentence_spans(text, citations=citations)]
+    if mode == "paper":
+        return [text[a:b] for a, b in sentence_spans(text)]
+    if mode != "answer":
+        raise ConfigError(f"sentence split mode {mode!r}: use one of {list(SPLIT_MODES)}")
     out: list[str] = []
     for line in text.splitlines():
         line = _BULLET.sub("", line).strip()
-        out += [line[a:b] for a, b in sentence_spans(line, citations=citations)]
+        out += [line[a:b] for a, b in sentence_spans(line, citations=True)]
     return out
 
 
