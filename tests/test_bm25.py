@@ -14,6 +14,8 @@ from rag.index.bm25 import (
     BM25Index,
     Tokenizer,
     TokenizerSettings,
+    bm25_idf,
+    bm25_scores,
     load_or_build,
 )
 
@@ -77,6 +79,39 @@ def test_scores_equal_rank_bm25_exactly(k1, b, eps):
             assert np.isnan(want[3]) and got[3] == 0.0
             want[3] = 0.0
         np.testing.assert_array_equal(got, want)  # bit-identical, not approximately equal
+
+
+def test_bm25_scores_lucene_idf_by_hand():
+    # Same three documents; Lucene's idf never goes negative, so "dog" (in 2 of 3) keeps its own.
+    docs = [["cat", "cat", "dog"], ["dog", "bird"], ["fish"]]
+    idf_cat = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    idf_dog = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
+    assert bm25_idf(3, 1, "lucene") == idf_cat and bm25_idf(3, 2, "lucene") == idf_dog
+    assert bm25_idf(3, 2, "okapi") == math.log(1.5) - math.log(2.5)  # negative: floored later
+    got = bm25_scores(["cat", "dog"], docs, k1=1.2, b=0.75, idf_variant="lucene")
+    norm0 = 1.2 * (1 - 0.75 + 0.75 * 3 / 2)
+    want0 = idf_cat * 2 * 2.2 / (2 + norm0) + idf_dog * 1 * 2.2 / (1 + norm0)
+    want1 = idf_dog * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * 2 / 2))
+    assert got.tolist() == pytest.approx([want0, want1, 0.0], rel=1e-12)
+    assert bm25_scores(["cat"], [], k1=1.2, b=0.75).shape == (0,)
+    assert bm25_scores(["cat"], [[], []], k1=1.2, b=1.0).tolist() == [0.0, 0.0]
+    with pytest.raises(ConfigError, match=r"'bm25\+'"):
+        bm25_idf(3, 1, "bm25+")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("k1", "b"), [(1.5, 0.75), (1.2, 0.3), (0.9, 1.0)])
+def test_bm25_scores_okapi_equal_the_index(k1, b):
+    """The small-collection function and the index are one formula: same idf, same epsilon
+    floor, same per-occurrence query sum (the arithmetic order differs, hence approx)."""
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(12)]
+    texts = [" ".join(rng.choices(words, k=rng.randint(1, 9))) for _ in range(25)]
+    idx = BM25Index([f"d{i}" for i in range(25)], texts, k1=k1, b=b, tokenizer=RAW)
+    docs = [idx.tokenizer.document(t) for t in texts]
+    for query in (["w1"], ["w2", "w3", "w2"], ["w0", "w11", "nope"]):
+        want = idx.scores_terms(query)
+        got = bm25_scores(query, docs, k1=k1, b=b, idf_variant="okapi", epsilon=0.25)
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-15)
 
 
 def test_search_topk_sorted_and_ties_by_id():

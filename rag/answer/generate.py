@@ -20,11 +20,9 @@ Two parts here, each explicit and measurable (context assembly, the part before 
 from __future__ import annotations
 
 import logging
-import math
 import re
 import time
 import unicodedata
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
@@ -38,10 +36,11 @@ from rag.answer.grammar import GRAMMAR_VERSION, QUOTE_GRAMMAR_VERSION, answer_gr
 from rag.answer.questions import declarative_form, is_yes_no_question
 from rag.answer.support import Span, judge_pairs, support_spans
 from rag.errors import ConfigError, LLMError
-from rag.index.bm25 import Tokenizer, TokenizerSettings
+from rag.index.bm25 import Tokenizer, TokenizerSettings, bm25_scores
 from rag.ir import EmbedderLike
 from rag.llm.base import ChatModel, Message
 from rag.shard import sharded_map
+from rag.text.coverage import term_coverage
 from rag.text.sentences import split_sentences
 
 logger = logging.getLogger(__name__)
@@ -234,18 +233,8 @@ class ExtractiveAnswerer:
 
     def _bm25(self, q_terms: list[str], cands: list[_Candidate]) -> np.ndarray:
         s = self.settings
-        n = len(cands)
-        df: Counter[str] = Counter(t for c in cands for t in set(c.terms))
-        avg = sum(len(c.terms) for c in cands) / n or 1.0
-        scores = np.zeros(n)
-        for j, c in enumerate(cands):
-            tf = Counter(c.terms)
-            norm = s.k1 * (1 - s.b + s.b * len(c.terms) / avg)
-            for t in set(q_terms):
-                if tf[t]:
-                    idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-                    scores[j] += idf * tf[t] * (s.k1 + 1) / (tf[t] + norm)
-        return scores
+        docs = [c.terms for c in cands]
+        return bm25_scores(q_terms, docs, k1=s.k1, b=s.b, idf_variant="lucene")
 
     def score(self, question: str, context: Context) -> list[tuple[float, float, _Candidate]]:
         """``(score, coverage, sentence)`` for every candidate, best first."""
@@ -259,7 +248,7 @@ class ExtractiveAnswerer:
             scores = m @ q
         else:
             scores = self._bm25(q_terms, cands)
-        cover = [len(set(q_terms) & set(c.terms)) / len(q_terms) for c in cands]
+        cover = [term_coverage(q_terms, set(c.terms)) for c in cands]
         rows = [
             (round(float(sc), 12), cv, c) for sc, cv, c in zip(scores, cover, cands, strict=True)
         ]
@@ -640,8 +629,8 @@ class SupportExtractiveAnswerer:
         self._tok = Tokenizer(TokenizerSettings(stemmer="english"))
 
     def _coverage(self, question: str, span: str) -> float:
-        q = set(self._tok.query(question))
-        return len(q & set(self._tok.document(span))) / len(q) if q else 0.0
+        q = sorted(set(self._tok.query(question)))
+        return term_coverage(q, set(self._tok.document(span)))
 
     def answer(self, question: str, context: Context) -> Answer:
         """The best supported span(s) with citations, a Yes/No, or :data:`REFUSAL`."""

@@ -96,6 +96,8 @@ def _coverage(qkey: str, tkey: str, w0: int, w1: int) -> tuple[float, int, int] 
 
     A side is widened once more when the matched span reaches it (the text holds more inserted
     characters than the first widening allowed for); unrelated text scores 60-70 this way.
+    Characters of a quote aligned in a window, not the share of a question's terms a text holds
+    (:func:`rag.text.coverage.term_coverage`).
     """
     n = len(qkey)
     lo, hi = max(0, w0 - n // 2), min(len(tkey), w1 + n // 2)

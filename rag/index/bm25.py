@@ -15,6 +15,8 @@ the postings of its own terms; the arithmetic is done in the same order as rank-
 are bit-identical (``tests/test_bm25.py`` compares against rank-bm25 itself).
 
 Query terms are summed once per occurrence (a repeated query word counts twice, as in rank-bm25).
+:func:`bm25_scores` is the same formula for a small collection scored once (the extractive
+answerer's sentences), with the IDF variant named (:func:`bm25_idf`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import json
 import logging
 import math
 import re
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -132,6 +136,68 @@ class Tokenizer:
         return self._terms(text, drop)
 
 
+IdfVariant = Literal["okapi", "lucene"]
+
+
+def bm25_idf(n_docs: int, df: int, variant: IdfVariant = "okapi") -> float:
+    """Inverse document frequency of a term found in ``df`` of ``n_docs`` documents.
+
+    ``okapi`` (rank-bm25's ``BM25Okapi``, used by :class:`BM25Index`):
+    ``ln(N - df + 0.5) - ln(df + 0.5)``, negative for terms in more than half the documents (the
+    caller floors it). ``lucene`` (Lucene's ``BM25Similarity``, Anserini):
+    ``ln(1 + (N - df + 0.5) / (df + 0.5))``, never negative, so it suits a handful of short
+    documents where a question term easily occurs in half of them.
+    """
+    if variant == "okapi":
+        return math.log(n_docs - df + 0.5) - math.log(df + 0.5)
+    if variant == "lucene":
+        return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    raise ConfigError(f"BM25 idf variant {variant!r}: use 'okapi' or 'lucene'")
+
+
+def bm25_scores(
+    query_terms: Sequence[str],
+    docs: Sequence[Sequence[str]],
+    *,
+    k1: float,
+    b: float,
+    idf_variant: IdfVariant = "lucene",
+    epsilon: float = 0.25,
+) -> np.ndarray:
+    """BM25 of tokenized ``query_terms`` against a small tokenized collection ``docs``.
+
+    The formula of the module docstring, with IDF over ``docs`` itself (:func:`bm25_idf`); each
+    entry of ``query_terms`` is summed once per occurrence (pass distinct terms to count each once).
+    With ``okapi`` a negative IDF is floored at ``epsilon`` times the mean IDF of the collection's
+    terms, as :class:`BM25Index` does. For a few dozen sentences per call (the extractive
+    answerer) this plain loop is cheaper than building an index; an empty collection scores
+    nothing and an all-empty one divides lengths by 1.
+    """
+    n = len(docs)
+    if n == 0:
+        return np.zeros(0)
+    df: dict[str, int] = {}  # first-occurrence order, as BM25Index's vocabulary
+    for d in docs:
+        for t in dict.fromkeys(d):
+            df[t] = df.get(t, 0) + 1
+    avg = sum(len(d) for d in docs) / n or 1.0
+    idfs = {t: bm25_idf(n, c, idf_variant) for t, c in df.items()}
+    if idf_variant == "okapi" and idfs:
+        total = 0.0
+        for v in idfs.values():  # sequential sum in vocabulary order, as BM25Index
+            total += v
+        floor = epsilon * (total / len(idfs))
+        idfs = {t: (v if v >= 0 else floor) for t, v in idfs.items()}
+    scores = np.zeros(n)
+    for j, d in enumerate(docs):
+        tf = Counter(d)
+        norm = k1 * (1 - b + b * len(d) / avg)
+        for t in query_terms:
+            if tf[t]:
+                scores[j] += idfs[t] * tf[t] * (k1 + 1) / (tf[t] + norm)
+    return scores
+
+
 def _library_versions() -> dict[str, str]:
     return {"numpy": np.__version__, "scipy": scipy.__version__}
 
@@ -225,7 +291,7 @@ class BM25Index:
         idf = np.empty(len(vocab), dtype=np.float64)
         idf_sum = 0.0
         for j in range(len(vocab)):  # sequential sum in vocab order == rank-bm25's average_idf
-            v = math.log(n_docs - int(df[j]) + 0.5) - math.log(int(df[j]) + 0.5)
+            v = bm25_idf(n_docs, int(df[j]))
             idf[j] = v
             idf_sum += v
         self.average_idf = idf_sum / len(vocab)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag.text.coverage import term_coverage
 from rag.text.sentences import split_sentences
 
 #: Bump when any feature changes: it is part of the fitted model's cache key.
@@ -182,16 +183,6 @@ def _directions(text: str) -> tuple[bool, bool]:
     return up, down
 
 
-def _coverage(claim: Sequence[str], ctx: set[str], idf: Mapping[str, float] | None = None) -> float:
-    if not claim:
-        return 0.0
-    if idf is None:
-        return sum(w in ctx for w in claim) / len(claim)
-    default = max(idf.values(), default=1.0)
-    weights = [idf.get(w, default) for w in claim]
-    return sum(wt for w, wt in zip(claim, weights, strict=True) if w in ctx) / sum(weights)
-
-
 def _bigrams(words: Sequence[str]) -> set[tuple[str, str]]:
     return set(zip(words, words[1:], strict=False))
 
@@ -276,10 +267,10 @@ def claim_features(
         "cos_top3": float(s_sims[:3].mean()),
         "cos_window": float(w_sims.max() if len(w_sims) else s_sims[0]),
         "cos_context": float(sims[-1]),
-        "cov_best": _coverage(claim_words, sent_sets[best_i]),
-        "cov_best_lexical": max(_coverage(claim_words, s) for s in sent_sets),
-        "cov_context": _coverage(claim_words, ctx_set),
-        "idf_cov_context": _coverage(claim_words, ctx_set, idf),
+        "cov_best": term_coverage(claim_words, sent_sets[best_i]),
+        "cov_best_lexical": max(term_coverage(claim_words, s) for s in sent_sets),
+        "cov_context": term_coverage(claim_words, ctx_set),
+        "idf_cov_context": term_coverage(claim_words, ctx_set, idf),
         "bigram_cov_context": (
             len(_bigrams(claim_words) & _bigrams(ctx_words)) / len(_bigrams(claim_words))
             if len(claim_words) > 1
@@ -292,12 +283,12 @@ def claim_features(
         "direction_conflict": float(conflict),
         "claim_len": math.log1p(len(claim_words)),
     }
-    covs = [_coverage(claim_words, s) for s in sent_sets]
+    covs = [term_coverage(claim_words, s) for s in sent_sets]
     top = sorted(range(n_s), key=lambda i: (-covs[i], i))[:2]
     claim_bigrams = _bigrams(claim_words)
     feats |= {
-        "cov_top2": _coverage(claim_words, set().union(*(sent_sets[i] for i in top))),
-        "idf_cov_best": max(_coverage(claim_words, s, idf) for s in sent_sets),
+        "cov_top2": term_coverage(claim_words, set().union(*(sent_sets[i] for i in top))),
+        "idf_cov_best": max(term_coverage(claim_words, s, idf) for s in sent_sets),
         "bigram_best": max(
             len(claim_bigrams & _bigrams(content_stems(s))) / len(claim_bigrams)
             if claim_bigrams
