@@ -373,3 +373,17 @@ def test_a_missing_mirror_folder_in_settings_is_a_config_error(tmp_path):
     s = IngestSettings(pdf_dir=tmp_path / "pdfs", mirror=tmp_path / "gone", parse=False)
     with pytest.raises(ConfigError, match="gone"):
         ingest([], s)
+
+
+def test_title_scores_separate_own_titles_from_swapped_ones(shared_dir):
+    """On real corpus papers every own title clears the threshold and no other paper's does (the
+    full corpus is measured by ``python -m rag.corpus.title_scores``)."""
+    from rag.corpus.manifest import load_manifest
+    from rag.corpus.title_scores import measure
+    from rag.corpus.titlecheck import TITLE_THRESHOLD
+
+    papers = load_manifest(shared_dir / "corpus" / "manifest.jsonl")[:12]
+    result = measure(papers, shared_dir / "corpus" / "pdfs")
+    assert result["own_title"]["n"] == 12 and result["swapped_pairs"]["n"] == 12 * 11
+    assert result["own_title"]["min"] >= TITLE_THRESHOLD > result["swapped_pairs"]["max"]
+    assert result["own_below_threshold"] == result["swapped_at_or_above_threshold"] == 0
