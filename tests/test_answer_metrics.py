@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rag.answer.generate import REFUSAL, Answer
+from rag.answer.base import Answer
+from rag.answer.prompts import REFUSAL
 from rag.errors import EvaluationError
 from rag.evaluation.answers import (
     answer_f1,

@@ -12,20 +12,16 @@ import re
 
 import pytest
 
+from rag.answer.base import make_answer
 from rag.answer.context import assemble_context
-from rag.answer.generate import (
-    CONSTRAINED_VERSION,
-    REFUSAL,
-    GatedAnswerer,
-    LLMAnswerer,
-    SupportExtractiveAnswerer,
-    attribution_filter,
-    make_answer,
-    resolve_threshold,
-)
+from rag.answer.gate import GatedAnswerer, attribution_filter
 from rag.answer.grammar import answer_grammar
+from rag.answer.llm import LLMAnswerer
 from rag.answer.noise import add_distractors, noisy_hits
+from rag.answer.prompts import CONSTRAINED_VERSION, REFUSAL
 from rag.answer.questions import declarative_form, is_yes_no_question
+from rag.answer.support import resolve_threshold
+from rag.answer.support_extractive import SupportExtractiveAnswerer
 from rag.errors import ConfigError
 from rag.evaluation.answers import exact_match, has_repeated_line, repeated_lines
 from rag.evaluation.faithfulness import grade_answerer, trace_records, tradeoff_curve
@@ -136,7 +132,7 @@ def test_fast_greedy_grammar_gives_the_same_text_as_llama_cpp_full_filter():
     pytest.importorskip("llama_cpp")
     from llama_cpp import LlamaGrammar
 
-    from rag.answer.generate import build_messages
+    from rag.answer.prompts import build_messages
     from rag.llm.local import LocalBackend
 
     c = assemble_context([hit("c1", 0.9, TEXT1), hit("c2", 0.8, TEXT2)])
@@ -155,7 +151,7 @@ def test_fast_greedy_grammar_gives_the_same_text_as_llama_cpp_full_filter():
 @pytest.mark.slow
 def test_real_smollm2_under_the_grammar_cites_a_given_source_or_refuses():
     pytest.importorskip("llama_cpp")
-    from rag.answer.generate import build_messages
+    from rag.answer.prompts import build_messages
     from rag.llm.local import LocalBackend
 
     c = assemble_context([hit("c1", 0.9, TEXT1)])

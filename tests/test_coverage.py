@@ -26,7 +26,7 @@ def test_weights_and_the_unseen_term_default():
 
 def test_the_extractive_answerer_covers_distinct_question_terms():
     from rag.answer.context import assemble_context
-    from rag.answer.generate import ExtractiveAnswerer
+    from rag.answer.extractive import ExtractiveAnswerer
     from rag.types import Hit
 
     ctx = assemble_context(

@@ -15,7 +15,9 @@ import pytest
 from pydantic import SecretStr
 
 from rag.answer.context import assemble_context
-from rag.answer.generate import ExtractiveAnswerer, LLMAnswerer, answer_each
+from rag.answer.extractive import ExtractiveAnswerer
+from rag.answer.llm import LLMAnswerer
+from rag.answer.run import answer_each
 from rag.evaluation.faithfulness import grade_with_llm_judges
 from rag.llm.factory import make_chat_model, model_failure
 from rag.llm.settings import ApiKeys, LLMSettings

@@ -10,8 +10,9 @@ import math
 
 import pytest
 
+from rag.answer.base import Answer
 from rag.answer.context import Context, Source
-from rag.answer.generate import REFUSAL, Answer
+from rag.answer.prompts import REFUSAL
 from rag.evaluation.faithfulness import (
     context_text,
     grade_answerer,

@@ -12,15 +12,10 @@ from pydantic import SecretStr
 
 from rag.answer.claims import is_refusal, parse_answer
 from rag.answer.context import Context, assemble_context, edge_positions
-from rag.answer.generate import (
-    PROMPT_VERSION,
-    REFUSAL,
-    ExtractiveAnswerer,
-    ExtractiveSettings,
-    LLMAnswerer,
-    answer_all,
-    build_messages,
-)
+from rag.answer.extractive import ExtractiveAnswerer, ExtractiveSettings
+from rag.answer.llm import LLMAnswerer
+from rag.answer.prompts import PROMPT_VERSION, REFUSAL, build_messages
+from rag.answer.run import answer_all
 from rag.errors import ConfigError
 from rag.llm.cache import CompletionCache
 from rag.llm.factory import make_chat_model

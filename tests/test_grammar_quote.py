@@ -15,17 +15,13 @@ import re
 
 import pytest
 
+from rag.answer.base import make_answer
 from rag.answer.claims import parse_answer
 from rag.answer.context import assemble_context
-from rag.answer.generate import (
-    QUOTE_VERSION,
-    REFUSAL,
-    GatedAnswerer,
-    QuoteAnswerer,
-    make_answer,
-    quote_candidates,
-)
+from rag.answer.gate import GatedAnswerer
 from rag.answer.grammar import answer_grammar, gbnf_literal, quote_grammar
+from rag.answer.prompts import QUOTE_VERSION, REFUSAL
+from rag.answer.quote import QuoteAnswerer, quote_candidates
 from rag.errors import ConfigError, ProviderUnavailable
 from rag.types import Hit
 from tests.fakechat import FakeChatModel

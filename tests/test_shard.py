@@ -81,7 +81,8 @@ def test_sharded_local_answers_equal_the_one_instance_answers():
     writes, question for question, and each instance serves its own shard."""
     pytest.importorskip("llama_cpp")
     from rag.answer.context import assemble_context
-    from rag.answer.generate import LLMAnswerer, answer_all
+    from rag.answer.llm import LLMAnswerer
+    from rag.answer.run import answer_all
     from rag.llm.local import LocalBackend
     from rag.llm.model import CachedChatModel
     from rag.llm.registry import get_model

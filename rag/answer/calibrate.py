@@ -1,7 +1,7 @@
 """The extractive answerer's support threshold, chosen on held-out human questions.
 
-:class:`rag.answer.generate.SupportExtractiveAnswerer` answers when some source span reaches a
-support threshold and declines otherwise. The judge's own threshold was chosen on SciFact
+:class:`rag.answer.support_extractive.SupportExtractiveAnswerer` answers when some source span
+reaches a support threshold and declines otherwise. The judge's own threshold was chosen on SciFact
 claim-vs-abstract pairs, a different decision from "does this context answer this question?".
 Choosing the threshold on the answered slice's own results would be tuning on the test, so it is
 chosen on human questions outside the slice (:data:`SOURCES`, :func:`held_out_questions`): the gold
@@ -29,9 +29,8 @@ from typing import Any
 import numpy as np
 
 from rag.answer.context import ContextSettings, build_contexts
-from rag.answer.generate import resolve_threshold
 from rag.answer.questions import declarative_form
-from rag.answer.support import support_spans
+from rag.answer.support import resolve_threshold, support_spans
 from rag.errors import ConfigError
 from rag.types import Hit
 

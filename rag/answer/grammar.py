@@ -4,7 +4,7 @@ llama.cpp can restrict decoding to a context-free grammar (GBNF, "GGML BNF"): at
 tokens that keep the text inside the grammar may be sampled. :func:`answer_grammar` builds, per
 question, a grammar whose language is exactly
 
-- :data:`rag.answer.generate.REFUSAL`-style refusal text (passed in), or
+- :data:`rag.answer.prompts.REFUSAL`-style refusal text (passed in), or
 - 1..``max_sentences`` sentences, each ``Body [n].`` / ``Body [n][m].`` where every ``n`` is one
   of the source numbers of *this* prompt (a model cannot cite a source it was not given), and the
   body is 3..``max_words`` words of at most :data:`MAX_WORD_CHARS` characters, with no brackets,
@@ -16,12 +16,12 @@ question, a grammar whose language is exactly
 With ``yes_no=True`` the answer must start with ``Yes, `` or ``No, `` and the grammar has no
 refusal branch (gbnf-v4): under gbnf-v3 SmolLM2 took the refusal on all six yes/no questions of
 the default run, so the "start with Yes or No" rule of the prompt was never followed; declining a
-yes/no question is left to a gate before generation (:class:`rag.answer.generate.GatedAnswerer`).
+yes/no question is left to a gate before generation (:class:`rag.answer.gate.GatedAnswerer`).
 With no sources (closed book) sentences carry no citation.
 
 :func:`quote_grammar` is the second language: every answer sentence is a verbatim sentence of a
 source followed by that source's citation, so the model only chooses *which* source sentences
-answer (:class:`rag.answer.generate.QuoteAnswerer`).
+answer (:class:`rag.answer.quote.QuoteAnswerer`).
 
 The grammar text is part of the LLM cache key (the :class:`rag.llm.model.CachedChatModel`
 hashes it), so changing a rule never reuses an old answer. Literals are escaped by

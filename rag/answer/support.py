@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from rag.answer.claims import parse_citations, split_claims
 from rag.answer.context import Context
+from rag.errors import ConfigError
 from rag.text.sentences import split_sentences
 from rag.verdicts import ClaimJudge, Verdict
 
@@ -104,4 +105,26 @@ def support_spans(judge: ClaimJudge, statement: str, context: Context, **kw: int
     return list(spans)
 
 
-__all__ = ["Span", "candidate_spans", "judge_pairs", "support_spans"]
+def resolve_threshold(judge: ClaimJudge, threshold: float) -> float:
+    """``threshold`` itself, or the judge's own decision threshold when it is negative.
+
+    The offline judge's threshold was chosen by cross-validation on SciFact ``judge_train``
+    (never on the corpus gold), so "-1: the judge's own" is a choice made before any dev result.
+
+    Raises:
+        ConfigError: a negative threshold with a judge that exposes none, or one above 1.
+    """
+    if threshold > 1.0:
+        raise ConfigError(f"support threshold {threshold}: must be <= 1 (or < 0: the judge's own)")
+    if threshold >= 0:
+        return threshold
+    fitted = getattr(judge, "fitted", None)
+    if fitted is None or getattr(fitted, "threshold", None) is None:
+        raise ConfigError(
+            f"support threshold {threshold} means 'the judge's own', but {type(judge).__name__} "
+            "exposes no fitted threshold; pass a value in [0, 1]"
+        )
+    return float(fitted.threshold)
+
+
+__all__ = ["Span", "candidate_spans", "judge_pairs", "resolve_threshold", "support_spans"]

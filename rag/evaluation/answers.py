@@ -16,7 +16,7 @@ Faithfulness alone rewards saying nothing, so answers are also scored against th
   prediction and of the reference, "yes" or "no"; a prediction that starts with neither is wrong.
 * **Negative rejection** (Chen et al., 2024, "Benchmarking LLMs in RAG", RGB): on gold-unanswerable
   questions, the share the answerer declined. **False rejection**: on answerable ones, the share
-  it wrongly declined. "Declined" is :attr:`rag.answer.generate.Answer.refused`.
+  it wrongly declined. "Declined" is :attr:`rag.answer.base.Answer.refused`.
 
 Every metric returns per-question values plus the mean; an undefined case (no question of the
 kind, a reference without yes/no) is ``None`` with a reason, never a silent 0 in the mean.
@@ -44,7 +44,7 @@ _PUNCT = str.maketrans("", "", string.punctuation)
 
 
 class AnswerLike(Protocol):
-    """What the metrics read from an answer (:class:`rag.answer.generate.Answer` has both)."""
+    """What the metrics read from an answer (:class:`rag.answer.base.Answer` has both)."""
 
     text: str
     refused: bool

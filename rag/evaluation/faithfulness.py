@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rag.answer.base import Answer
 from rag.answer.claims import parse_answer
 from rag.answer.context import Context
-from rag.answer.generate import Answer
 from rag.errors import RagError
 from rag.evaluation.answers import answer_quality
 from rag.evaluation.citations import (
@@ -318,8 +318,8 @@ def tradeoff_curve(grade: AnswererGrade, thresholds: Sequence[float]) -> pd.Data
     """Answered rate and faithfulness of a support-gated answerer across gate thresholds.
 
     For a gate that answers when ``support >= t`` with an answer that does not depend on ``t``
-    (:class:`rag.answer.generate.SupportExtractiveAnswerer`,
-    :class:`rag.answer.generate.GatedAnswerer`), one run gives every point: at threshold ``t``
+    (:class:`rag.answer.support_extractive.SupportExtractiveAnswerer`,
+    :class:`rag.answer.gate.GatedAnswerer`), one run gives every point: at threshold ``t``
     the answered questions are those with support >= t whose answer was scored, and
     faithfulness is their mean. Answers given below the gate (the extractive "No, ..." to a
     yes/no question) are left out of every point, so the curve shows the gate alone. Beside

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from rag import paths
+from rag.answer.base import Answer, Answerer
 from rag.answer.context import Context, assemble_context
-from rag.answer.generate import Answer, Answerer, ExtractiveAnswerer, LLMAnswerer
+from rag.answer.extractive import ExtractiveAnswerer
+from rag.answer.llm import LLMAnswerer
 from rag.errors import ConfigError
 from rag.evaluation.faithfulness import context_text
 from rag.ir import Reranker
