@@ -1,4 +1,4 @@
-"""Offline answers worth reading (issue 13): the answer grammar, question forms, the support-based
+"""Offline answers worth reading: the answer grammar, question forms, the support-based
 extractive answerer, the decline gate, the attribution filter, noisy contexts, exact match,
 repeated lines, decoding constraints in the cache key, and the per-question traces.
 
@@ -98,7 +98,7 @@ def test_grammar_for_yes_no_and_closed_book():
     g = answer_grammar([1], refusal=REFUSAL, yes_no=True, max_sentences=1)
     assert "answer ::= yn-sentence\n" in g
     assert '("Yes, " | "No, ")' in g
-    assert g.startswith("root ::= answer\n") and REFUSAL not in g  # gbnf-v4: no refusal branch
+    assert g.startswith("root ::= answer\n") and REFUSAL not in g  # no refusal branch
     closed = answer_grammar([], refusal=REFUSAL)
     assert "cite" not in closed and 'sentence ::= body "."' in closed
 

@@ -1,4 +1,4 @@
-"""The quote grammar and its answerer, gbnf-v4's yes/no rule, and GBNF escaping (issue 13).
+"""The quote grammar and its answerer, the yes/no rule of both grammars, and GBNF escaping.
 
 Which strings a grammar accepts is decided by llama.cpp itself: :func:`accepts` loads only the
 SmolLM2 vocabulary (no weights, ~0.1 s), feeds the string's tokens through llama.cpp's grammar
@@ -88,7 +88,7 @@ def test_gbnf_literal_is_ascii_with_code_point_escapes():
 
 
 def test_gbnf_literal_matches_exactly_its_text_in_llama_cpp(accepts):
-    # JSON escaping (gbnf-v1..v3's helper) writes \b, \f and UTF-16 surrogate pairs, which
+    # JSON escaping writes \b, \f and UTF-16 surrogate pairs, which
     # llama.cpp rejects or reads as two bogus code points; this text holds all three.
     g = f"root ::= {gbnf_literal(NASTY)}\n"
     assert accepts(g, NASTY)
@@ -96,7 +96,7 @@ def test_gbnf_literal_matches_exactly_its_text_in_llama_cpp(accepts):
     assert not accepts(g, NASTY.replace("𝐀", "A"))
 
 
-# ----------------------------------------------------------------------------- gbnf-v4
+# ----------------------------------------------------------------------------- yes/no
 
 
 def test_yes_no_grammar_has_no_refusal_branch(accepts):

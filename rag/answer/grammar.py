@@ -10,13 +10,13 @@ question, a grammar whose language is exactly
   body is 3..``max_words`` words of at most :data:`MAX_WORD_CHARS` characters, with no brackets,
   newlines or sentence-ending punctuation (a decimal point between digits is allowed), so a
   sentence cannot hide a line break or an uncited sentence, and a rambling one is closed with its
-  citation instead of running uncited into the token limit (gbnf-v1 had no word cap: SmolLM2
-  filled 96 tokens with one uncited sentence; v2 capped words, and it glued words together).
+  citation instead of running uncited into the token limit (without a word cap a small model
+  fills its budget with one uncited sentence; without a per-word cap it glues words together).
 
 With ``yes_no=True`` the answer must start with ``Yes, `` or ``No, `` and the grammar has no
-refusal branch (gbnf-v4): under gbnf-v3 SmolLM2 took the refusal on all six yes/no questions of
-the default run, so the "start with Yes or No" rule of the prompt was never followed; declining a
-yes/no question is left to a gate before generation (:class:`rag.answer.gate.GatedAnswerer`).
+refusal branch: given one, a small model takes the refusal on yes/no questions and never follows
+the prompt's "start with Yes or No" rule; declining a yes/no question is left to a gate before
+generation (:class:`rag.answer.gate.GatedAnswerer`).
 With no sources (closed book) sentences carry no citation.
 
 :func:`quote_grammar` is the second language: every answer sentence is a verbatim sentence of a
@@ -35,15 +35,14 @@ from collections.abc import Sequence
 
 from rag.errors import ConfigError
 
-#: Version of the grammar rules (also in the answerer's prompt version).
-#: v2: <= max_words words per body; v3: <= 30 characters per word; v4: a yes/no question has no
-#: refusal branch, the answer starts "Yes, " or "No, " (v3's model refused all 6 yes/no questions).
+#: Version of the grammar rules (also in the answerer's prompt version, so in the cache key): a
+#: word cap per body, a character cap per word, and no refusal branch for a yes/no question.
 GRAMMAR_VERSION = "gbnf-v4"
 #: Version of :func:`quote_grammar` (also in the quote answerer's prompt version).
 QUOTE_GRAMMAR_VERSION = "quote-v1"
 
 
-#: Longest word a body may hold; without it the word cap was evaded by gluing words together
+#: Longest word a body may hold; without it a model evades the word cap by gluing words together
 #: ("lessthanofallthequeries...") until the token limit.
 MAX_WORD_CHARS = 30
 
@@ -101,7 +100,7 @@ def answer_grammar(
         max_words: at most this many words per sentence body (3..60): after them the grammar
             allows only the citation, so a rambling sentence is closed and cited instead of
             running into the token limit uncited.
-        yes_no: the answer starts with "Yes, " or "No, " and cannot be the refusal (gbnf-v4).
+        yes_no: the answer starts with "Yes, " or "No, " and cannot be the refusal.
 
     Raises:
         ConfigError: a bound out of range or a source number below 1.
@@ -153,7 +152,7 @@ def quote_grammar(
     The language is the refusal, or 1..``max_sentences`` of the ``quotes`` joined by one space,
     each written ``<text> [n].``; the sentences appear in the order given (the prompt's order),
     each at most once, so an answer cannot repeat a line. For ``yes_no`` the answer starts with
-    ``Yes, `` or ``No, `` and there is no refusal branch (as in :func:`answer_grammar`, gbnf-v4).
+    ``Yes, `` or ``No, `` and there is no refusal branch (as in :func:`answer_grammar`).
     With no quote the only answer is the refusal.
 
     Rules: ``q-i ::= "<text_i> [n_i]."``; ``pick-k-j`` (at most k quotes from i >= j) ::=
