@@ -14,6 +14,7 @@ from rag.papers.graph import (
     coupling,
     degrees,
     most_cited_outside,
+    paper_links,
     read_citations,
     references_of,
     write_citations,
@@ -45,6 +46,18 @@ def test_degrees_count_corpus_links_and_all_links():
     assert most_cited_outside(_rows() + [Citation("c", "doi:10.1/z", False, "doi", 1, 1, "")]) == [
         ("x", 2)
     ]
+
+
+def test_paper_links_lists_both_directions():
+    links = paper_links(_rows(), "b", CORPUS)
+    assert [(d["arxiv_id"], d["in_corpus"]) for d in links["cites"]] == [("c", True), ("x", False)]
+    assert [d["arxiv_id"] for d in links["cited_by"]] == ["a", "d"]
+    assert links["cites"][0] == {
+        "arxiv_id": "c", "in_corpus": True, "how": "arxiv_id", "score": 1.0, "reference": "ref c"
+    }  # fmt: skip
+    json.dumps(links)
+    with pytest.raises(ConfigError, match="'x'"):
+        paper_links(_rows(), "x", CORPUS)
 
 
 def test_cocitation_and_coupling_by_hand():

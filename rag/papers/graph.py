@@ -177,6 +177,37 @@ def coupling(refs: Mapping[str, set[str]], paper: str) -> Counter[str]:
     )
 
 
+def paper_links(rows: Iterable[Citation], paper: str, corpus: Iterable[str]) -> dict:
+    """A corpus paper's links, JSON-ready: what it cites (in the corpus or not) and which corpus
+    papers cite it, each with how the link was resolved and the raw reference.
+
+    Raises:
+        ConfigError: ``paper`` is not in ``corpus``.
+    """
+    corpus = set(corpus)
+    if paper not in corpus:
+        raise ConfigError(f"paper {paper!r} is not in the corpus; list_papers shows the ids")
+    rows = list(rows)
+
+    def link(r: Citation, other: str) -> dict:
+        return {
+            "arxiv_id": other,
+            "in_corpus": other in corpus,
+            "how": r.how,
+            "score": r.score,
+            "reference": r.reference,
+        }
+
+    return {
+        "arxiv_id": paper,
+        "cites": [link(r, r.cited) for r in rows if r.citing == paper],
+        "cited_by": sorted(
+            (link(r, r.citing) for r in rows if r.cited == paper),
+            key=lambda d: d["arxiv_id"],
+        ),
+    }
+
+
 def most_cited_outside(rows: Iterable[Citation], k: int = 10) -> list[tuple[str, int]]:
     """The arXiv ids outside the corpus cited by the most corpus papers (ties by id)."""
     counts = Counter(r.cited for r in rows if not r.in_corpus and not r.cited.startswith("doi:"))
