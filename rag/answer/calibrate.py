@@ -28,11 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from rag.answer.context import ContextSettings, build_contexts
+from rag.answer.context import Context, ContextSettings, build_contexts
 from rag.answer.questions import declarative_form
 from rag.answer.support import resolve_threshold, support_spans
 from rag.errors import ConfigError
+from rag.retrieval.retrievers import Retriever
 from rag.types import Hit
+from rag.verdicts import ClaimJudge
 
 #: Thresholds tried (p(supported) of the best span).
 GRID: tuple[float, ...] = tuple(round(float(t), 2) for t in np.arange(0.0, 0.96, 0.05))
@@ -73,7 +75,7 @@ def without_paper(hits: Sequence[Hit], paper_id: str, k: int) -> list[Hit]:
     return [h for h in hits if h.paper_id != paper_id][:k]
 
 
-def best_support(judge: Any, question: str, context: Any) -> float:
+def best_support(judge: ClaimJudge, question: str, context: Context) -> float:
     """p(supported) of the best span for the question's declarative form (-1: no span)."""
     spans = support_spans(judge, declarative_form(question), context)
     return spans[0].score if spans else -1.0
@@ -112,8 +114,8 @@ def choose_threshold(
 
 
 def held_out_threshold(
-    judge: Any,
-    retriever: Any,
+    judge: ClaimJudge,
+    retriever: Retriever,
     questions: Mapping[str, tuple[str, str]],
     *,
     k: int,
@@ -205,8 +207,8 @@ def held_out_questions(
 def support_threshold(
     rule: str,
     value: float,
-    judge: Any,
-    retriever: Any,
+    judge: ClaimJudge,
+    retriever: Retriever,
     questions: Mapping[str, tuple[str, str]],
     *,
     k: int,
