@@ -42,8 +42,8 @@ KEY_PATTERNS: dict[str, re.Pattern[str]] = {
     "groq_key": re.compile(r"gsk_[A-Za-z0-9]{20,}"),
     "hf_token": re.compile(r"hf_[A-Za-z0-9]{30,}"),
 }
-#: Environment variables whose values are secrets wherever they appear.
-SECRET_ENV = re.compile(r".*(_API_KEY|_TOKEN|_SECRET)$")
+#: Environment variables whose names end so hold secrets, wherever their values appear.
+SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
 #: ANSI escape sequences (colour codes in tracebacks), raw or as they appear JSON-escaped in text.
 ANSI = re.compile(r"(?:\x1b|\\u001b|\\x1b|\\033)\[[0-9;?]*[A-Za-z]")
 #: A raw ANSI control sequence (CSI), as a terminal receives it.
@@ -78,30 +78,39 @@ class ScrubReport:
         return dict(sorted(self.counts.items()))
 
 
-def known_roots() -> list[tuple[str, str, str]]:
+def known_roots() -> tuple[tuple[str, str, str], ...]:
     """(absolute root, label, kind) of the local folders with a readable label, longest first."""
-    tmp = Path(tempfile.gettempdir())
+    env = os.environ
+    return _known_roots(
+        env.get(paths.SHARED_ENV), env.get(paths.CACHE_ENV), env.get("HOME"),
+        tempfile.gettempdir(), sys.prefix,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=16)
+def _known_roots(
+    shared_env: str | None, cache_env: str | None, home_env: str | None, tmp: str, prefix: str
+) -> tuple[tuple[str, str, str], ...]:
+    # the arguments are what the roots depend on: a changed variable is a new cache entry
     pairs = [
         (str(paths.project_root()), ".", "project_path"),
         (str(paths.shared_dir()), "../shared", "shared_path"),
-        (str(Path(sys.prefix)), "<venv>", "venv_path"),
-        (str(tmp), "<tmp>", "tmp_path"),
-        (str(tmp.resolve()), "<tmp>", "tmp_path"),
+        (str(Path(prefix)), "<venv>", "venv_path"),
+        (tmp, "<tmp>", "tmp_path"),
+        (str(Path(tmp).resolve()), "<tmp>", "tmp_path"),
         (str(Path.home()), "~", "home_path"),
     ]
-    cache_env = os.environ.get(paths.CACHE_ENV)
     if cache_env:
         pairs.append((str(Path(cache_env).expanduser().resolve()), "<cache>", "cache_path"))
     unique = {p: (p, r, k) for p, r, k in pairs if p not in ("/", "")}
-    return sorted(unique.values(), key=lambda t: len(t[0]), reverse=True)
+    return tuple(sorted(unique.values(), key=lambda t: len(t[0]), reverse=True))
 
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """Values of secret-looking environment variables (8+ characters, to avoid false hits)."""
     env = os.environ if env is None else env
-    return sorted(
-        {v for k, v in env.items() if SECRET_ENV.match(k) and len(v) >= 8}, key=len, reverse=True
-    )
+    values = {env[k] for k in env if k.endswith(SECRET_SUFFIXES)}
+    return sorted((v for v in values if len(v) >= 8), key=len, reverse=True)
 
 
 def strip_ansi(text: str) -> str:
@@ -166,7 +175,7 @@ def _scrub_plain(
         text, n = pattern.subn(REDACTED, text)
         if n:
             report.counts[kind] += n
-    roots = tuple(known_roots())
+    roots = known_roots()
     labels = {root: (label, kind) for root, label, kind in roots}
     pattern = _path_pattern(roots)
 
