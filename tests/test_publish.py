@@ -71,3 +71,11 @@ def test_the_service_scrubs_with_the_same_scrubber(monkeypatch):
     expected = "key ***, env ***, ***, rag/x.py, <path>"
     assert serve_scrub(text, ("abc123def",)) == expected
     assert publish.scrub(text, secrets=("abc123def",))[0] == expected
+
+
+def test_a_changed_cache_folder_is_scrubbed_under_its_new_name(tmp_path, monkeypatch):
+    for name in ("first", "second"):
+        folder = tmp_path / name
+        monkeypatch.setenv(paths.CACHE_ENV, str(folder))
+        clean, report = publish.scrub(f"index at {folder}/indexes/x", env={})
+        assert clean == "index at <cache>/indexes/x" and report.counts == {"cache_path": 1}
