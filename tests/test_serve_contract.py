@@ -168,19 +168,39 @@ def test_every_documented_status_is_produced_and_nothing_else(lab, monkeypatch):
         assert observed[route] == documented[route], (route, observed[route], documented[route])
 
 
-def test_ask_and_chat_document_the_event_stream_they_send():
-    app = create_app(serve=OPEN, api_key="", loader=lambda status: threading.Event().wait())
+def test_every_streamed_event_is_one_the_document_declares_with_its_data_model(lab):
+    app = create_app(lab, serve=OPEN, api_key="")
     doc = app.fastapi.openapi()
-    for path in ("/ask", "/chat"):
-        ok = doc["paths"][path]["post"]["responses"]["200"]["content"]
-        assert set(ok) == {"application/json", "text/event-stream"}
+    assert "HTTPValidationError" not in json.dumps(doc)
+    bodies = {
+        "/ask": {"question": "How are sentences represented in fastText?", "stream": True},
+        "/chat": {"messages": VALID_BODIES["/chat"]["messages"], "stream": True},
+    }
+    with TestClient(app) as c:
+        for path, body in bodies.items():
+            content = doc["paths"][path]["post"]["responses"]["200"]["content"]
+            assert set(content) == {"application/json", "text/event-stream"}
+            declared = {
+                ev["properties"]["event"]["const"]: ev["properties"]["data"]["contentSchema"]
+                for ev in content["text/event-stream"]["schema"]["oneOf"]
+            }
+            assert set(declared) == {"retrieval", "token", "citations", "done", "error"}
+            r = c.post(path, json=body)
+            assert r.headers["content-type"].startswith("text/event-stream")
+            events = _sse(r.text)
+            assert {k for k, _ in events} == {"retrieval", "token", "citations", "done"}
+            for kind, data in events:
+                model = getattr(m, declared[kind]["$ref"].rsplit("/", 1)[-1])
+                assert set(data) == set(model.model_fields), (path, kind)
+                model.model_validate(data)
+            json_model = content["application/json"]["schema"]["$ref"]
+            assert declared["done"]["$ref"] == json_model
     for path, ops in doc["paths"].items():
         for op in ops.values():
             for code, resp in op["responses"].items():
                 if int(code) >= 400:
                     ref = resp["content"]["application/json"]["schema"]["$ref"]
                     assert ref.rsplit("/", 1)[-1] in ("ErrorResponse", "NotReady"), (path, code)
-    assert "HTTPValidationError" not in json.dumps(doc)
 
 
 class CrashingModel:

@@ -33,7 +33,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag.errors import ConfigError, RagError, RetrievalError
@@ -64,15 +65,50 @@ NEEDS_LAB = (*GUARDED, 500, 503)
 #: Codes of a route with a JSON request body.
 WITH_BODY = (*NEEDS_LAB, 400, 413, 422)
 
-#: ``/ask`` and ``/chat`` with ``stream: true``.
-SSE_RESPONSE: dict[str, Any] = {
-    "description": (
-        "The answer as JSON, or with stream: true as server-sent events: retrieval (the numbered "
-        "sources), token (the answer word by word), citations, done (the whole answer as JSON); "
-        "error replaces the rest when answering fails after the stream has started."
-    ),
-    "content": {"text/event-stream": {"schema": {"type": "string"}}},
-}
+#: The server-sent events of ``/ask`` and ``/chat`` with ``stream: true``, in order, and the
+#: model of each one's JSON ``data`` (``done``: the route's JSON response).
+SSE_EVENTS = (
+    ("retrieval", "the numbered sources, before the answer is written"),
+    ("token", "the answer, word by word"),
+    ("citations", "which sources the answer cites, and whether it declined"),
+    ("done", "the whole answer, as the JSON response has it"),
+    ("error", "answering failed after the stream started (replaces the rest)"),
+)
+
+
+def sse_response(retrieval: type[BaseModel], done: type[BaseModel]) -> dict[str, Any]:
+    """The ``text/event-stream`` half of a 200 answer: each event an ``{event, data}`` object
+    whose ``data`` is JSON of the event's model (OpenAPI 3.1: ``schema`` describes one event)."""
+    data = {"retrieval": retrieval, "token": m.TokenEvent, "citations": m.CitationsEvent,
+            "done": done, "error": m.ErrorResponse}  # fmt: skip
+    events = [
+        {
+            "type": "object",
+            "description": what,
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"const": name},
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": {"$ref": f"#/components/schemas/{data[name].__name__}"},
+                },
+            },
+        }
+        for name, what in SSE_EVENTS
+    ]
+    return {
+        "description": (
+            "The answer as JSON, or with stream: true as server-sent events: "
+            + ", then ".join(name for name, _ in SSE_EVENTS[:4])
+            + "; error replaces the rest when answering fails after the stream has started."
+        ),
+        "content": {"text/event-stream": {"schema": {"oneOf": events}}},
+    }
+
+
+#: Models only the event stream refers to (FastAPI adds those of the routes).
+SSE_MODELS = (m.RetrievalEvent, m.ChatRetrievalEvent, m.TokenEvent, m.CitationsEvent)
 
 
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -80,9 +116,16 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": m.ErrorResponse, "description": ERRORS[c]} for c in sorted(codes)}
 
 
-def _without_default_422(schema: dict[str, Any]) -> dict[str, Any]:
-    """Drop FastAPI's HTTPValidationError (added for every route with parameters) from the
-    document: routes that can answer 422 declare :class:`ErrorResponse` for it instead."""
+def _finish_document(schema: dict[str, Any]) -> dict[str, Any]:
+    """Add the event models to the document and drop FastAPI's HTTPValidationError (added for
+    every route with parameters): routes that can answer 422 declare :class:`ErrorResponse`."""
+    _, defs = models_json_schema(
+        [(model, "serialization") for model in SSE_MODELS],
+        ref_template="#/components/schemas/{model}",
+    )
+    schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, body in defs.get("$defs", {}).items():
+        schemas.setdefault(name, body)
     ref = "#/components/schemas/HTTPValidationError"
     for ops in schema.get("paths", {}).values():
         for op in ops.values():
@@ -168,7 +211,7 @@ def create_app(
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = _without_default_422(FastAPI.openapi(app))
+            app.openapi_schema = _finish_document(FastAPI.openapi(app))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -247,13 +290,21 @@ def create_app(
             _sse(first, events, extra, secrets), media_type="text/event-stream"
         )
 
-    answer_responses = {200: SSE_RESPONSE, **error_responses(*WITH_BODY)}
-
-    @app.post("/ask", response_model=m.AskResponse, responses=answer_responses)
+    @app.post(
+        "/ask",
+        response_model=m.AskResponse,
+        responses={200: sse_response(m.RetrievalEvent, m.AskResponse),
+                   **error_responses(*WITH_BODY)},
+    )  # fmt: skip
     def ask(req: m.AskRequest) -> Any:
         return answer(req.question, req, {})
 
-    @app.post("/chat", response_model=m.ChatResponse, responses=answer_responses)
+    @app.post(
+        "/chat",
+        response_model=m.ChatResponse,
+        responses={200: sse_response(m.ChatRetrievalEvent, m.ChatResponse),
+                   **error_responses(*WITH_BODY)},
+    )  # fmt: skip
     def chat(req: m.ChatRequest) -> Any:
         msgs = [{"role": x.role, "content": x.content} for x in req.messages]
         rw = need_lab().rewrite(msgs, bypass=req.bypass_rewrite, model=req.rewrite_model)

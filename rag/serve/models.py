@@ -120,6 +120,30 @@ class ChatResponse(AskResponse):
     rewrite_reason: str
 
 
+class RetrievalEvent(BaseModel):
+    """The first server-sent event of a streamed answer: the numbered sources (none cited yet)."""
+
+    sources: list[Citation]
+
+
+class ChatRetrievalEvent(RetrievalEvent):
+    rephrased_query: str
+    rewritten: bool
+    rewriter: str
+    rewrite_reason: str
+
+
+class TokenEvent(BaseModel):
+    """One word of the answer (with its leading space after the first)."""
+
+    text: str
+
+
+class CitationsEvent(BaseModel):
+    citations: list[Citation]
+    refused: bool
+
+
 class ErrorResponse(BaseModel):
     """Every error the service answers with (4xx and 5xx), from the app and the guard alike."""
 
