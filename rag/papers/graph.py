@@ -92,6 +92,7 @@ def write_citations(rows: Iterable[Citation], path: str | os.PathLike[str]) -> P
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             for r in rows:
                 f.write(json.dumps(r.to_dict(), ensure_ascii=False, sort_keys=True) + "\n")
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make a shared corpus file private
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -33,7 +33,7 @@ from rag.papers.ids import arxiv_ids, dois, via_doi
 
 #: The title score threshold (0-100) chosen on data by ``python -m rag.papers.measure``
 #: (``outputs/bench/citations.json`` records the choice; a test holds the two equal).
-TITLE_THRESHOLD = 90.0
+TITLE_THRESHOLD = 88.0
 #: Candidates below this partial_ratio are not aligned at all (far below any useful threshold).
 _PREFILTER = 60.0
 #: Characters that close a title in a reference.
