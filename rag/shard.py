@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -187,3 +187,32 @@ def torch_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextmanager
+def process_env(values: Mapping[str, str], *, keep_set: bool = False) -> Iterator[dict[str, str]]:
+    """Set environment variables of this process inside the block; restore them after.
+
+    The one function through which the lab writes ``os.environ``. Children started inside the
+    block (notebook kernels, pool and Ray workers) inherit the variables; nothing outlives the
+    block, so no later caller, and no later test, runs under another caller's settings.
+
+    Args:
+        values: variable name -> value.
+        keep_set: a variable that is already set keeps its value (the user's setting wins).
+
+    Yields:
+        The values in force inside the block, for every name in ``values``.
+    """
+    before = {k: os.environ.get(k) for k in values}
+    applied = {k: v for k, v in values.items() if not (keep_set and before[k] is not None)}
+    os.environ.update(applied)
+    try:
+        yield {k: os.environ[k] for k in values}
+    finally:
+        for k in applied:
+            old = before[k]
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old

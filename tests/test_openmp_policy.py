@@ -17,8 +17,9 @@ from rag.errors import ConfigError
 from rag.llm.settings import LLMSettings
 from rag.report import sweep
 from rag.report.runner import KERNEL_ENV
-from rag.shard import SHARDS_ENV
+from rag.shard import SHARDS_ENV, process_env
 
+THREADS = "OMP_NUM_THREADS"
 PROBE = "import rag, os; print(os.environ.get('OMP_WAIT_POLICY', '<unset>'))"
 
 
@@ -38,24 +39,30 @@ def test_import_leaves_the_policy_alone():
 
 @pytest.fixture
 def clean_env(monkeypatch):
+    """No thread, wait-policy or shard variable set (monkeypatch restores the caller's)."""
     for var in (*sweep.THREAD_ENV, "OMP_WAIT_POLICY", SHARDS_ENV):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 
 
 def test_cells_beside_each_other_wait_passively_with_their_share_of_threads(clean_env):
-    sweep.share_cores(1, beside_others=True)
-    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert all(os.environ[v] == "1" for v in sweep.THREAD_ENV)
-    # and no pinned local-model shards of its own: one llama.cpp instance
-    assert LLMSettings().local_workers == 1
+    env = sweep.share_cores(1, beside_others=True)
+    assert env == {**dict.fromkeys(sweep.THREAD_ENV, "1"), "OMP_WAIT_POLICY": "PASSIVE",
+                   SHARDS_ENV: "1"}  # fmt: skip
+    with process_env(env, keep_set=True):
+        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+        # and no pinned local-model shards of its own: one llama.cpp instance
+        assert LLMSettings().local_workers == 1
+    assert "OMP_WAIT_POLICY" not in os.environ and LLMSettings().local_workers == 2
 
 
 def test_a_lone_cell_keeps_the_default_policy(clean_env):
-    sweep.share_cores(2, beside_others=False)
-    assert "OMP_WAIT_POLICY" not in os.environ
-    assert os.environ["OMP_NUM_THREADS"] == "2"
-    assert LLMSettings().local_workers == 2
+    env = sweep.share_cores(2, beside_others=False)
+    assert env == dict.fromkeys(sweep.THREAD_ENV, "2")
+    with process_env(env, keep_set=True):
+        assert "OMP_WAIT_POLICY" not in os.environ
+        assert os.environ["OMP_NUM_THREADS"] == "2"
+        assert LLMSettings().local_workers == 2
 
 
 def test_a_bad_workers_variable_is_named(clean_env):
@@ -67,6 +74,29 @@ def test_a_bad_workers_variable_is_named(clean_env):
 def test_settings_from_the_user_win(clean_env):
     clean_env.setenv("OMP_WAIT_POLICY", "ACTIVE")
     clean_env.setenv("OMP_NUM_THREADS", "3")
-    sweep.share_cores(1, beside_others=True)
-    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
-    assert os.environ["OMP_NUM_THREADS"] == "3"
+    with process_env(sweep.share_cores(1, beside_others=True), keep_set=True) as env:
+        assert env["OMP_WAIT_POLICY"] == os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+        assert env["OMP_NUM_THREADS"] == os.environ["OMP_NUM_THREADS"] == "3"
+        assert os.environ["MKL_NUM_THREADS"] == "1"
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE" and "MKL_NUM_THREADS" not in os.environ
+
+
+def test_a_cell_sets_its_core_share_only_while_its_notebooks_run(clean_env, tmp_path):
+    """run_cell (in the calling process here) hands its kernels their share of the cores and
+    leaves this process's environment as it found it."""
+    seen = []
+
+    def fake_execute(nb, dst, rec, kernel, **kw):
+        seen.append({k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", SHARDS_ENV, THREADS)})
+        rec.status = "ok"
+        return rec
+
+    clean_env.setattr(sweep.runner, "execute_and_render", fake_execute)
+    clean_env.setattr(sweep.runner, "ensure_kernel", lambda: "k")
+    before = dict(os.environ)
+    notebooks = [{"stem": "01_x", "path": "x.ipynb", "parameters": {}}]
+    task = {"name": "c", "values": {}, "key": {}, "out_dir": str(tmp_path / "c"), "threads": 1,
+            "workers": 2, "notebooks": notebooks}  # fmt: skip
+    assert sweep.run_cell(task)["status"] == "ok"
+    assert seen == [{"OMP_WAIT_POLICY": "PASSIVE", SHARDS_ENV: "1", THREADS: "1"}]
+    assert dict(os.environ) == before

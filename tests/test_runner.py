@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 
 import nbformat
@@ -10,7 +11,7 @@ import pytest
 
 from rag import paths
 from rag.errors import ConfigError, NotebookError
-from rag.report import profiles, runner
+from rag.report import profiles, quiet, runner
 
 
 def _notebook(path, body: str, extra_params: str = "") -> None:
@@ -110,3 +111,26 @@ def test_failed_notebook_is_rendered_and_named(project):
         ]
         == "failed"
     )
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_kernel_settings_hold_only_while_the_kernel_runs(tmp_path, monkeypatch, fails):
+    """The kernel inherits KERNEL_ENV and its log's path; this process keeps its own environment,
+    whether the notebook succeeds or fails."""
+    names = (*runner.KERNEL_ENV, quiet.LOG_ENV)
+    for k in names:
+        monkeypatch.delenv(k, raising=False)
+    seen = {}
+
+    def fake_execute(src, dst, params, kernel, **kw):
+        seen.update({k: os.environ.get(k) for k in names})
+        if fails:
+            raise RuntimeError("cell failed")
+
+    monkeypatch.setattr(runner, "_execute", fake_execute)
+    before = dict(os.environ)
+    dst = tmp_path / "out" / "01_x.ipynb"
+    rec = runner.execute_and_render(tmp_path / "01_x.ipynb", dst, runner.NotebookRun("01_x"), "k")
+    assert seen == {**runner.KERNEL_ENV, quiet.LOG_ENV: str(tmp_path / "out" / "logs" / "01_x.log")}
+    assert rec.status == ("failed" if fails else "ok")
+    assert dict(os.environ) == before

