@@ -1,19 +1,102 @@
-"""Shared fixtures. The default test run is offline and fast; ``slow`` tests use the real corpus."""
+"""Shared fixtures. The default test run is offline and fast; ``slow`` tests use the real corpus.
+
+The whole run is isolated (``tests/isolation.py``): provider keys are removed from the environment
+before collection, any socket beyond this machine fails the test that opened it, and a test module
+that leaves ``os.environ`` changed fails, naming the variables.
+"""
 
 from __future__ import annotations
+
+import contextlib
+import os
 
 import pytest
 
 import rag.evaluation  # noqa: F401  (before any test module imports ranx: its numba mode, see there)
 from rag import paths
+from tests import isolation
+
+#: Set to 1 to let the tests that need the shared data folder skip when it is missing (never in CI).
+ALLOW_NO_SHARED_ENV = "RAG_ALLOW_NO_SHARED"
+#: Variables that pytest itself changes during a run, and those libraries set for themselves.
+IGNORED_ENV = {"PYTEST_CURRENT_TEST", *isolation.LIBRARY_ENV}
+
+
+def pytest_configure(config):
+    isolation.clear_provider_keys()
+    os.environ.update(isolation.OFFLINE_ENV)
+    isolation.install_guard()
+
+
+def pytest_unconfigure(config):
+    isolation.uninstall_guard()
+
+
+@pytest.fixture(autouse=True)
+def _stays_on_this_machine():
+    """Fail a test that tried to open a socket beyond loopback, even if the code swallowed the
+    error (attempts made by a module or session fixture fail the next test that ends)."""
+    yield
+    blocked = isolation.take_blocked()
+    if blocked:
+        pytest.fail(f"reached outside this machine: {blocked}", pytrace=False)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _environment_unchanged(request):
+    """Fail the module that leaves ``os.environ`` changed; restore it, so the leak ends here."""
+    before = dict(os.environ)
+    yield
+    after = dict(os.environ)
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    leaked = sorted(changed - IGNORED_ENV)
+    if not leaked:
+        return
+    for k in leaked:
+        if k in before:
+            os.environ[k] = before[k]
+        else:
+            del os.environ[k]
+    pytest.fail(
+        f"{request.module.__name__} changed environment variables {leaked}: set them with "
+        "monkeypatch (tests) or rag.shard.process_env (code)",
+        pytrace=False,
+    )
+
+
+@pytest.fixture()
+def keep_env():
+    """``keep_env("NAME", ...)`` puts those variables back as they were when the test ends: for a
+    library call that sets them for the rest of the process (:func:`isolation.restored_env`)."""
+    with contextlib.ExitStack() as stack:
+        yield lambda *names: stack.enter_context(isolation.restored_env(*names))
+
+
+def _shared_missing(d) -> str | None:
+    if (d / "corpus" / "manifest.jsonl").exists():
+        return None
+    return (
+        f"shared data folder not found at {d}: set {paths.SHARED_ENV} to the data "
+        f"folder (or, outside CI, {ALLOW_NO_SHARED_ENV}=1 to skip the tests that need it)"
+    )
+
+
+def pytest_sessionstart(session):
+    """Without the shared data folder, ~40 tests (every notebook, the browser, serve end-to-end
+    and sweep tests) cannot run: that fails the run unless skipping is asked for outside CI."""
+    why = _shared_missing(paths.shared_dir())
+    if why and (os.environ.get("CI") or os.environ.get(ALLOW_NO_SHARED_ENV) != "1"):
+        raise pytest.UsageError(why)
 
 
 @pytest.fixture(scope="session")
 def shared_dir():
-    """The read-only ../shared folder; tests that need it skip visibly when it is absent."""
+    """The read-only shared data folder (``../shared`` or ``$RAG_SHARED_DIR``); its absence fails
+    the run at start (:func:`pytest_sessionstart`) unless ``RAG_ALLOW_NO_SHARED=1`` (then skip)."""
     d = paths.shared_dir()
-    if not (d / "corpus" / "manifest.jsonl").exists():
-        pytest.skip(f"shared data folder not found at {d} (set RAG_SHARED_DIR)")
+    why = _shared_missing(d)
+    if why:
+        pytest.skip(why)
     return d
 
 

