@@ -73,12 +73,38 @@ def test_title_resolution_with_its_structural_checks(matcher):
     assert resolve_entry("2005.11401", 7, "Attention is all", matcher) == []
 
 
-def test_a_paper_cannot_cite_later_work(matcher):
+def test_a_paper_cannot_cite_work_posted_more_than_three_months_later(matcher):
     text = "A. Vaswani. 2017. Attention is all you need. In NeurIPS."
-    assert [r.cited for r in resolve_entry("x", 1, text, matcher, citing_month=(2017, 6))] == [
-        "1706.03762"
-    ]
-    assert resolve_entry("x", 1, text, matcher, citing_month=(2017, 5)) == []
+    cited = [r.cited for r in resolve_entry("x", 1, text, matcher, citing_month=(2017, 3))]
+    assert cited == ["1706.03762"]  # June 2017 is three months after March
+    assert resolve_entry("x", 1, text, matcher, citing_month=(2017, 2)) == []
+    unchecked = TitleMatcher(TITLES, date_slack_months=None)
+    assert resolve_entry("x", 1, text, unchecked, citing_month=(2001, 1))[0].cited == "1706.03762"
+    # the slack crosses a year end: November 2016 + 3 months = February 2017
+    late = TitleMatcher({"1702.00001": "A Title Of Five Words Here"})
+    entry = "B. Author. 2017. A title of five words here. In ICLR."
+    assert resolve_entry("x", 1, entry, late, citing_month=(2016, 11))[0].cited == "1702.00001"
+    assert resolve_entry("x", 1, entry, late, citing_month=(2016, 10)) == []
+
+
+def test_a_subtitle_alone_and_a_second_placement_are_found():
+    realm = TitleMatcher({"2002.08909": "REALM: Retrieval-Augmented Language Model Pre-Training"})
+    text = "K. Guu et al. 2020. Retrieval augmented language model pre-training. In ICML."
+    assert [r.cited for r in resolve_entry("x", 1, text, realm)] == ["2002.08909"]
+    # a short subtitle is not matched alone
+    star = TitleMatcher({"2203.14465": "STaR: Self-Taught Reasoner"})
+    assert resolve_entry("x", 1, "E. Z. 2022. Self-taught reasoner. In NeurIPS.", star) == []
+    # the first placement (a URL slug) fails the boundary check; the title itself is found next
+    cove = TitleMatcher({"1708.00107": "Learned in Translation: Contextualized Word Vectors"})
+    slug = (
+        "Bryan McCann, James Bradbury, Caiming Xiong, and Richard Socher. Learned in translation: "
+        "Contextualized word vectors. In I. Guyon, U. V. Luxburg, S. Bengio, H. Wallach, "
+        "R. Fergus, S. Vishwanathan, and R. Garnett (eds.), Advances in Neural Information "
+        "Processing Systems "
+        "30, pp. 6294-6305. Curran Associates, Inc., 2017. URL http://papers.nips.cc/paper/ "
+        "7209-learned-in-translation-contextualized-word-vectors.pdf."
+    )
+    assert [r.cited for r in resolve_entry("x", 1, slug, cove)] == ["1708.00107"]
 
 
 def test_a_doi_outside_arxiv_is_kept_when_no_title_matches(matcher):

@@ -33,9 +33,15 @@ from rag.papers.ids import arxiv_ids, dois, via_doi
 
 #: The title score threshold (0-100) chosen on data by ``python -m rag.papers.measure``
 #: (``outputs/bench/citations.json`` records the choice; a test holds the two equal).
-TITLE_THRESHOLD = 88.0
+TITLE_THRESHOLD = 88.5
 #: Candidates below this partial_ratio are not aligned at all (far below any useful threshold).
 _PREFILTER = 60.0
+#: Placements of one title tried in an entry before giving up.
+_PLACEMENTS = 3
+#: A subtitle ("NAME: subtitle") is matched alone when it has at least this many words.
+MIN_SUBTITLE_WORDS = 4
+#: Months after the citing paper's pinned version that a cited paper's arXiv month may fall.
+DATE_SLACK_MONTHS = 3
 #: Characters that close a title in a reference.
 _BOUNDARY = '.,;?!"\u201c\u201d\u2018\u2019'
 _TOKEN = re.compile(r"[^\W_]+|[" + re.escape(_BOUNDARY) + "]")
@@ -103,16 +109,47 @@ def _snap(toks: list[str], starts: list[int], start: int, end: int) -> tuple[int
 class TitleMatcher:
     """Finds corpus titles in reference entries.
 
+    Each paper is matched by its title and, for a title ``"NAME: subtitle"`` whose subtitle has at
+    least :data:`MIN_SUBTITLE_WORDS` words, by the subtitle alone too (references often drop the
+    name: "Retrieval augmented language model pre-training" for REALM).
+
     Args:
         titles: ``{arxiv_id: title}`` of the corpus.
+        date_slack_months: how many months after the citing paper's pinned version a cited paper's
+            arXiv month may fall (a paper posted to arXiv after its venue version can be cited
+            before it appears there); None turns the date check off.
     """
 
-    def __init__(self, titles: Mapping[str, str]) -> None:
+    def __init__(
+        self, titles: Mapping[str, str], *, date_slack_months: int | None = DATE_SLACK_MONTHS
+    ) -> None:
         if not titles:
             raise ConfigError("TitleMatcher needs at least one corpus title")
         self.ids = list(titles)
-        self.titles = [normalise_title(titles[i]) for i in self.ids]
-        self.words = [t.split() for t in self.titles]
+        self.date_slack_months = date_slack_months
+        self.forms: list[str] = []
+        self.form_paper: list[str] = []
+        for pid in self.ids:
+            full = normalise_title(titles[pid])
+            forms = [full]
+            head, sep, sub = titles[pid].partition(":")
+            sub_norm = normalise_title(sub)
+            if sep and len(sub_norm.split()) >= MIN_SUBTITLE_WORDS and sub_norm != full:
+                forms.append(sub_norm)
+            for f in forms:
+                self.forms.append(f)
+                self.form_paper.append(pid)
+
+    def _too_late(self, cited: str, citing_month: tuple[int, int] | None) -> bool:
+        month = _month(cited)
+        if self.date_slack_months is None or citing_month is None or month is None:
+            return False
+        y, m = citing_month
+        latest = (
+            y + (m - 1 + self.date_slack_months) // 12,
+            (m - 1 + self.date_slack_months) % 12 + 1,
+        )
+        return month > latest
 
     def best(self, entry: str, citing_month: tuple[int, int] | None = None) -> TitleMatch | None:
         """The highest-scoring corpus title that passes the structural checks, or None."""
@@ -120,31 +157,45 @@ class TitleMatcher:
         flat = " ".join(toks)
         starts = list(itertools.accumulate((len(t) + 1 for t in toks[:-1]), initial=0))
         cands = process.extract(
-            flat, self.titles, scorer=fuzz.partial_ratio, score_cutoff=_PREFILTER, limit=8
+            flat, self.forms, scorer=fuzz.partial_ratio, score_cutoff=_PREFILTER, limit=8
         )
         best: TitleMatch | None = None
         for _, _, i in cands:
-            title = self.titles[i]
+            title, pid = self.forms[i], self.form_paper[i]
             if len(title) > len(flat):
                 continue  # a fragment inside a title is no evidence of citing it
-            cited = _month(self.ids[i])
-            if citing_month and cited and cited > citing_month:
+            if self._too_late(pid, citing_month):
                 continue
-            al = fuzz.partial_ratio_alignment(title, flat, processor=None)
-            span = _snap(toks, starts, al.dest_start, al.dest_end) if al is not None else None
-            if span is None:
-                continue
-            lo, hi = span
-            if not ((lo == 0 or after[lo - 1]) and (hi == len(toks) - 1 or after[hi])):
-                continue  # the window does not sit between title boundaries
-            words = self.words[i]
-            if not (toks[lo].startswith(words[0][:3]) and toks[hi].endswith(words[-1][-3:])):
-                continue  # "corrective ..." is not "active ...": the edge words must agree
-            window = " ".join(toks[lo : hi + 1])
-            score = float(fuzz.ratio(title, window, processor=None))
-            if best is None or score > best.score:
-                best = TitleMatch(self.ids[i], score, window)
+            match = self._place(title, toks, after, starts, flat)
+            if match is not None and (best is None or match[0] > best.score):
+                best = TitleMatch(pid, match[0], match[1])
         return best
+
+    @staticmethod
+    def _place(
+        title: str, toks: list[str], after: list[bool], starts: list[int], flat: str
+    ) -> tuple[float, str] | None:
+        """Score and window of the best placement of ``title`` that passes the checks; a
+        placement that fails (a URL slug, a longer title) is masked and the next one tried."""
+        words = title.split()
+        work = flat
+        for _ in range(_PLACEMENTS):
+            al = fuzz.partial_ratio_alignment(title, work, processor=None)
+            if al is None or al.score < _PREFILTER:
+                return None
+            span = _snap(toks, starts, al.dest_start, al.dest_end)
+            if span is not None:
+                lo, hi = span
+                bounded = (lo == 0 or after[lo - 1]) and (hi == len(toks) - 1 or after[hi])
+                # "corrective ..." is not "active ...": the edge words must agree
+                edges = toks[lo].startswith(words[0][:3]) and toks[hi].endswith(words[-1][-3:])
+                if bounded and edges:
+                    window = " ".join(toks[lo : hi + 1])
+                    return float(fuzz.ratio(title, window, processor=None)), window
+            work = (
+                work[: al.dest_start] + "\x00" * (al.dest_end - al.dest_start) + work[al.dest_end :]
+            )
+        return None
 
 
 @dataclass(frozen=True, slots=True)
