@@ -48,7 +48,7 @@ from rag.papers.graph import (
 )
 from rag.papers.ids import arxiv_ids, hide_ids
 from rag.papers.references import numbered_count, paper_references, reference_blocks
-from rag.papers.related import leave_one_out_runs, paper_vectors
+from rag.papers.related import INDEX_CHUNKING, corpus_vectors, leave_one_out_runs
 from rag.papers.resolve import TITLE_THRESHOLD, TitleMatcher, stamp_month
 from rag.types import ParsedPaper
 
@@ -208,23 +208,6 @@ def graph_size(rows, corpus: Sequence[str], k: int = 10) -> dict:
     }  # fmt: skip
 
 
-def corpus_vectors(
-    parsed: Sequence[ParsedPaper], chunking: dict, embedder: str
-) -> dict[str, np.ndarray]:
-    """Paper vectors from the index stage's chunks and cached chunk embeddings."""
-    from rag.index.embed import load_embedder
-    from rag.index.embed_cache import embed_texts
-    from rag.text.chunk import chunk_settings
-    from rag.text.chunk_cache import chunk_corpus
-
-    chunks = chunk_corpus(parsed, chunk_settings(chunking))
-    vecs = embed_texts(
-        [c.chunk_id for c in chunks], [c.text for c in chunks], load_embedder(embedder),
-        show_progress=False,
-    )  # fmt: skip
-    return paper_vectors(chunks, vecs)
-
-
 def related_work(rows, corpus: Sequence[str], vectors: dict[str, np.ndarray]) -> dict:
     """Leave-one-out citation prediction: metrics with CIs per method and paired tests."""
     qrels, runs = leave_one_out_runs(corpus, vectors, references_of(rows))
@@ -279,7 +262,7 @@ def measure(
     graph = graph_size(rows, corpus)
     timings["graph_s"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
-    chunking = chunking or {"strategy": "fixed", "max_tokens": 254, "overlap_tokens": 32}
+    chunking = dict(chunking or INDEX_CHUNKING)
     vectors = corpus_vectors(parsed, chunking, embedder)
     rel = related_work(rows, corpus, vectors)
     timings["related_s"] = round(time.perf_counter() - t, 2)

@@ -16,14 +16,21 @@ from every signal, so coupling is left out there.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rag.errors import ConfigError
 from rag.papers.graph import cocitation, coupling
 from rag.retrieval.fuse import rrf
-from rag.types import Chunk
+from rag.types import Chunk, ParsedPaper
 
+if TYPE_CHECKING:
+    from rag.index.embed import Embedder
+
+#: The index stage's default chunking (notebook 03's parameters): paper vectors are built from the
+#: same chunks, so their embeddings are already cached.
+INDEX_CHUNKING = {"strategy": "fixed", "max_tokens": 254, "overlap_tokens": 32}
 #: The signals :func:`related` can rank by.
 METHODS = ("text", "cocitation", "coupling", "popularity", "fusion")
 
@@ -45,6 +52,28 @@ def paper_vectors(chunks: Sequence[Chunk], vectors: np.ndarray) -> dict[str, np.
         norm = np.linalg.norm(v)
         out[pid] = v / norm if norm > 0 else v
     return out
+
+
+def corpus_vectors(
+    parsed: Sequence[ParsedPaper],
+    chunking: Mapping[str, Any] | None = None,
+    embedder: Embedder | str = "minilm",
+) -> dict[str, np.ndarray]:
+    """Paper vectors of parsed papers: the index stage's chunks (same settings, same chunk cache)
+    and their cached embeddings (only chunks missing from the cache are embedded); ``embedder``
+    is an :class:`~rag.index.embed.Embedder` or a name for :func:`~rag.index.embed.load_embedder`.
+    """
+    from rag.index.embed import load_embedder
+    from rag.index.embed_cache import embed_texts
+    from rag.text.chunk import chunk_settings
+    from rag.text.chunk_cache import chunk_corpus
+
+    chunks = chunk_corpus(parsed, chunk_settings(chunking or INDEX_CHUNKING))
+    vecs = embed_texts(
+        [c.chunk_id for c in chunks], [c.text for c in chunks],
+        load_embedder(embedder) if isinstance(embedder, str) else embedder, show_progress=False,
+    )  # fmt: skip
+    return paper_vectors(chunks, vecs)
 
 
 def text_scores(vectors: Mapping[str, np.ndarray], paper: str) -> dict[str, float]:
