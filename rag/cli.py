@@ -156,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument(
         "prompts", nargs="?", help="text (one prompt per line) or JSONL with question/prompt"
     )
-    co.add_argument("--models", nargs="*", help="model names (default: all)")
+    co.add_argument(
+        "--models", nargs="*", help="registered names or provider:model (default: all registered)"
+    )
     co.add_argument("--output-tokens", type=int, default=256)
     co.set_defaults(func=_cmd_cost)
     ix = sub.add_parser("index", help="parse, chunk, embed and index the corpus (all cached)")

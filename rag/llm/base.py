@@ -25,6 +25,8 @@ class Completion:
     cost_usd: float
     latency_s: float
     cached: bool
+    #: how ``cost_usd`` is known: "list price as of <date>", "$0 (local)", "price unknown"
+    price: str = ""
 
 
 @runtime_checkable

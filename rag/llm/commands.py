@@ -41,7 +41,8 @@ def models_frame(settings: LLMSettings | None = None, keys: ApiKeys | None = Non
                 "usd_out_per_m": m.usd_out_per_m,
                 "available": ok,
                 "reason": why,
-                "prices_as_of": PRICES_AS_OF,
+                "price": m.price_label,
+                "price_source": m.price_source,
             }
         )
     return pd.DataFrame(rows)
@@ -50,15 +51,19 @@ def models_frame(settings: LLMSettings | None = None, keys: ApiKeys | None = Non
 def models_table(settings: LLMSettings | None = None, keys: ApiKeys | None = None) -> str:
     """Every registered model with provider, context, prices and availability here."""
     lines = [
-        f"{'model':<26}{'provider':<11}{'context':>9}{'$/1M in':>9}{'$/1M out':>10}  available",
+        f"{'model':<26}{'provider':<11}{'context':>9}{'$/1M in':>9}{'$/1M out':>10}"
+        f"{'as of':>12}  available",
     ]
     for name, ok, why in available_models(settings, keys):
         m = MODELS[name]
         lines.append(
             f"{name:<26}{m.provider:<11}{m.context_length:>9}{m.usd_in_per_m:>9.2f}"
-            f"{m.usd_out_per_m:>10.2f}  {'yes' if ok else 'no — ' + why}"
+            f"{m.usd_out_per_m:>10.2f}{m.as_of or '':>12}  {'yes' if ok else 'no — ' + why}"
         )
-    lines.append(f"(list prices as of {PRICES_AS_OF})")
+    lines.append(
+        f"(list prices from rag/llm/prices.yaml, each with its source and date, newest "
+        f"{PRICES_AS_OF}; any other model: provider:model, see docs/your-models.md)"
+    )
     return "\n".join(lines)
 
 
@@ -144,5 +149,8 @@ def cmd_cost(
     est = estimate_cost(prompts, models or sorted(MODELS), output_tokens=output_tokens)
     frame = estimate_frame(est).sort_values(["cost_usd", "model"])
     print(frame.to_string(index=False))
-    print(f"(assumes {output_tokens} output tokens per prompt; prices as of {PRICES_AS_OF})")
+    print(
+        f"(assumes {output_tokens} output tokens per prompt; list prices from "
+        "rag/llm/prices.yaml, see the price column; NaN: price unknown)"
+    )
     return 0

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from rag.errors import ConfigError
 from rag.llm.base import Message
-from rag.llm.registry import get_model
+from rag.llm.registry import resolve_model
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,6 +45,8 @@ class Estimate:
     output_tokens: int
     cost_usd: float
     method: str
+    #: how the cost is known; "price unknown" rows carry ``cost_usd`` NaN, never 0
+    price: str = ""
 
 
 @cache
@@ -91,7 +93,7 @@ def estimate_cost(
 
     Args:
         prompts: chat message lists, or plain strings (taken as one user message).
-        models: registered model names (unknown names raise ConfigError).
+        models: registered names or ``provider:model`` (unknown providers raise ConfigError).
         output_tokens: assumed answer length per prompt.
         method: token counting, "auto" (tiktoken if usable, else chars/4) or forced.
     """
@@ -103,9 +105,10 @@ def estimate_cost(
     n_out = output_tokens * len(chats)
     out = []
     for name in models:
-        spec = get_model(name)
+        spec = resolve_model(name)
+        cost = spec.cost(n_in, n_out) if spec.priced else math.nan
         out.append(
-            Estimate(name, spec.provider, len(chats), n_in, n_out, spec.cost(n_in, n_out), used)
+            Estimate(name, spec.provider, len(chats), n_in, n_out, cost, used, spec.price_label)
         )
     return out
 

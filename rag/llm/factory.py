@@ -1,45 +1,92 @@
 """Build chat models from settings: the one place SDK clients are constructed.
 
+A model is named by a registered bare name or ``provider:model`` (:mod:`rag.llm.names`).
 Keys are read from the environment only by :func:`rag.llm.settings.keys_from_env`, called here
-when the caller passes none; SDK clients get ``max_retries=0`` (our retries are the only ones),
-the configured timeout and base URL, and an optional injected ``httpx.Client``.
+when the caller passes none, and self-hosted endpoints by
+:func:`rag.llm.settings.endpoints_from_env` when the settings name none;
+SDK clients get ``max_retries=0`` (our retries are the only ones), the configured timeout and base
+URL, and an optional injected ``httpx.Client``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rag.errors import LLMError, ProviderUnavailable
+from rag.errors import ConfigError, LLMError, ProviderUnavailable
 from rag.llm.anthropic_chat import AnthropicBackend
 from rag.llm.base import ChatModel
 from rag.llm.cache import CompletionCache
+from rag.llm.gguf import check_context, check_gguf_path, file_sha256, read_gguf
 from rag.llm.local import LocalBackend, engine_missing, find_gguf, resolve_engine
 from rag.llm.meter import CostMeter
 from rag.llm.model import Backend, CachedChatModel
+from rag.llm.names import ModelRef
 from rag.llm.openai_chat import OpenAIChatBackend
-from rag.llm.registry import MODELS, get_model
-from rag.llm.settings import KEY_ENV, ApiKeys, LLMSettings, keys_from_env
+from rag.llm.registry import MODELS, ModelSpec, parse_model, resolve_model
+from rag.llm.settings import (
+    ENDPOINT_ENV,
+    KEY_ENV,
+    ApiKeys,
+    LLMSettings,
+    endpoints_from_env,
+    keys_from_env,
+)
 
 log = logging.getLogger(__name__)
 
-_SDK = {"openai": "openai", "anthropic": "anthropic", "groq": "groq"}
+_SDK = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "groq": "groq",
+    "ollama": "openai",
+    "openai-compatible": "openai",
+}
 
-#: One local backend per (engine, threads, weights), so several model objects share loaded weights.
-_LOCAL: dict[tuple[str, int, str, int], LocalBackend] = {}
+#: One local backend per (engine, threads, weights, workers[, file, context]), so several model
+#: objects share loaded weights.
+_LOCAL: dict[tuple[Any, ...], LocalBackend] = {}
 
 
-def _unavailable_reason(provider: str, settings: LLMSettings, keys: ApiKeys) -> str | None:
+def _base_url(provider: str, settings: LLMSettings, endpoints: Mapping[str, str]) -> str | None:
+    own = settings.ollama_base_url if provider == "ollama" else settings.openai_compatible_base_url
+    return own or endpoints.get(provider)
+
+
+def _unavailable_reason(
+    provider: str,
+    settings: LLMSettings,
+    keys: ApiKeys,
+    ref: ModelRef | None = None,
+    endpoints: Mapping[str, str] | None = None,
+) -> str | None:
     if provider == "local":
         try:
             find_gguf()
         except ProviderUnavailable as e:
             return str(e)
         return engine_missing(resolve_engine(settings.local_backend))
+    if provider == "gguf":
+        if (why := engine_missing("llama_cpp")) is not None:
+            return why
+        try:
+            check_gguf_path(ref.model if ref is not None else "")
+        except ConfigError as e:
+            return str(e)
+        return None
     if importlib.util.find_spec(_SDK[provider]) is None:
         return f"Python package {_SDK[provider]!r} not installed"
+    if provider in ENDPOINT_ENV:
+        endpoints = endpoints_from_env() if endpoints is None else endpoints
+        if _base_url(provider, settings, endpoints) is None:
+            return (
+                f"no endpoint: set {ENDPOINT_ENV[provider]} or LLMSettings."
+                f"{provider.replace('-', '_')}_base_url"
+            )
+        return None
     if keys.get(provider) is None:
         return f"no key: set {KEY_ENV[provider]}"
     return None
@@ -67,16 +114,19 @@ def model_status(
 ) -> dict[str, str]:
     """``{name: "run" | "not run: <why>"}`` for the named models, in the order given.
 
+    Names are registered bare names or ``provider:model``.
+
     Raises:
-        ConfigError: a name is not registered (a typo is an error, not a model "not run").
+        ConfigError: an unknown bare name or provider (a typo is an error, not a model "not run").
     """
-    for name in names:
-        get_model(name)
-    available = {n: (ok, why) for n, ok, why in available_models(settings, keys)}
+    settings = settings or LLMSettings()
+    keys = keys_from_env() if keys is None else keys
+    refs = {name: parse_model(name) for name in names}
+    specs = {name: resolve_model(ref) for name, ref in refs.items()}
     out = {}
     for name in names:
-        ok, why = available[name]
-        out[name] = "run" if ok else f"not run: {why}"
+        why = _unavailable_reason(specs[name].provider, settings, keys, refs[name])
+        out[name] = "run" if why is None else f"not run: {why}"
     return out
 
 
@@ -118,36 +168,27 @@ def _sdk_client(provider: str, settings: LLMSettings, key: str, http_client: Any
     return anthropic.Anthropic(base_url=settings.anthropic_base_url, **common)
 
 
-def make_chat_model(
-    name: str,
-    settings: LLMSettings | None = None,
-    *,
-    cache: CompletionCache | None = None,
-    meter: CostMeter | None = None,
-    http_client: Any = None,
-    keys: ApiKeys | None = None,
-) -> CachedChatModel:
-    """A ready :class:`~rag.llm.base.ChatModel` for a registered model name.
+def _backend(
+    spec: ModelSpec,
+    settings: LLMSettings,
+    keys: ApiKeys,
+    endpoints: Mapping[str, str],
+    http_client: Any,
+) -> Backend:
+    """The backend of a non-GGUF model: a self-hosted endpoint, the packaged model or an API."""
+    if spec.provider in ENDPOINT_ENV:
+        import openai
 
-    Args:
-        name: a name from :mod:`rag.llm.registry`.
-        settings: LLM settings (defaults when None).
-        cache: the completion cache (None: no caching).
-        meter: the run's cost meter (None: not metered).
-        http_client: an ``httpx.Client`` handed to the SDK (proxies, tests).
-        keys: API keys (None: read from the environment by :func:`keys_from_env`).
-
-    Raises:
-        ConfigError: unknown model name (the message lists the known ones).
-        ProviderUnavailable: missing key (naming the variable), SDK or local weights.
-    """
-    spec = get_model(name)
-    settings = settings or LLMSettings()
-    keys = keys_from_env() if keys is None else keys
-    why = _unavailable_reason(spec.provider, settings, keys)
-    if why is not None:
-        raise ProviderUnavailable(f"model {name!r} ({spec.provider}) unavailable: {why}")
-    backend: Backend
+        secret = keys.get(spec.provider)
+        client = openai.OpenAI(
+            base_url=_base_url(spec.provider, settings, endpoints),
+            # self-hosted servers mostly take no key; the SDK insists on one
+            api_key=secret.get_secret_value() if secret is not None else "no-key",
+            timeout=settings.timeout_s,
+            max_retries=0,
+            **({"http_client": http_client} if http_client is not None else {}),
+        )
+        return OpenAIChatBackend(client, spec.provider)
     if spec.provider == "local":
         k = (
             resolve_engine(settings.local_backend),
@@ -157,17 +198,89 @@ def make_chat_model(
         )
         if k not in _LOCAL:
             _LOCAL[k] = LocalBackend(k[0], threads=k[1], weights=k[2], workers=k[3])
-        backend = _LOCAL[k]
-    else:
-        secret = keys.get(spec.provider)
-        if secret is None:  # pragma: no cover - ruled out by _unavailable_reason
-            raise ProviderUnavailable(f"no key: set {KEY_ENV[spec.provider]}")
-        client = _sdk_client(spec.provider, settings, secret.get_secret_value(), http_client)
-        backend = (
-            AnthropicBackend(client)
-            if spec.provider == "anthropic"
-            else OpenAIChatBackend(client, spec.provider)
+        return _LOCAL[k]
+    secret = keys.get(spec.provider)
+    if secret is None:  # pragma: no cover - ruled out by _unavailable_reason
+        raise ProviderUnavailable(f"no key: set {KEY_ENV[spec.provider]}")
+    client = _sdk_client(spec.provider, settings, secret.get_secret_value(), http_client)
+    if spec.provider == "anthropic":
+        return AnthropicBackend(client)
+    return OpenAIChatBackend(client, spec.provider)
+
+
+def _gguf_backend(
+    ref: ModelRef, spec: ModelSpec, settings: LLMSettings, min_context: int | None
+) -> tuple[ModelSpec, LocalBackend]:
+    """The spec (API id ``sha256:<digest>``, the context it runs with) and the shared llama.cpp
+    backend of a GGUF file; the context budget is checked before any weights load."""
+    info = read_gguf(ref.model)
+    n_ctx = min(info.context_length, settings.gguf_context)
+    if min_context is not None:
+        check_context(info, n_ctx, min_context)
+    spec = dataclasses.replace(
+        spec, api_model=f"sha256:{file_sha256(info.path)}", context_length=n_ctx
+    )
+    k = ("gguf", str(info.path), settings.local_threads, settings.local_workers, n_ctx)
+    if k not in _LOCAL:
+        _LOCAL[k] = LocalBackend(
+            "llama_cpp",
+            threads=settings.local_threads,
+            workers=settings.local_workers,
+            path=info.path,
+            context_tokens=n_ctx,
         )
+    return spec, _LOCAL[k]
+
+
+def make_chat_model(
+    name: str | ModelRef,
+    settings: LLMSettings | None = None,
+    *,
+    cache: CompletionCache | None = None,
+    meter: CostMeter | None = None,
+    http_client: Any = None,
+    keys: ApiKeys | None = None,
+    endpoints: Mapping[str, str] | None = None,
+    min_context: int | None = None,
+) -> CachedChatModel:
+    """A ready :class:`~rag.llm.base.ChatModel` for a model name.
+
+    Args:
+        name: a registered bare name or ``provider:model`` (:mod:`rag.llm.names`).
+        settings: LLM settings (defaults when None).
+        cache: the completion cache (None: no caching).
+        meter: the run's cost meter (None: not metered).
+        http_client: an ``httpx.Client`` handed to the SDK (proxies, tests).
+        keys: API keys (None: read from the environment by :func:`keys_from_env`).
+        endpoints: base URLs of self-hosted providers (None: :func:`endpoints_from_env`); the
+            settings' own base URLs win.
+        min_context: prompt + answer tokens the caller needs; a model whose known context is
+            shorter is refused before any work.
+
+    Raises:
+        ConfigError: unknown bare name or provider (the message lists the known ones), or a
+            context shorter than ``min_context``.
+        ProviderUnavailable: missing key (naming the variable), endpoint, SDK or weights file.
+    """
+    ref = parse_model(name) if isinstance(name, str) else name
+    spec = resolve_model(ref)
+    settings = settings or LLMSettings()
+    keys = keys_from_env() if keys is None else keys
+    endpoints = endpoints_from_env() if endpoints is None else endpoints
+    why = _unavailable_reason(spec.provider, settings, keys, ref, endpoints)
+    if why is not None:
+        raise ProviderUnavailable(f"model {str(name)!r} ({spec.provider}) unavailable: {why}")
+    backend: Backend
+    if spec.provider == "gguf":
+        spec, backend = _gguf_backend(ref, spec, settings, min_context)
+    else:
+        if min_context is not None and spec.context_length is not None:
+            if min_context > spec.context_length:
+                raise ConfigError(
+                    f"model {spec.name!r}: {min_context} tokens needed, but its context is "
+                    f"{spec.context_length} tokens; shorten the prompts or the answer budget"
+                )
+        backend = _backend(spec, settings, keys, endpoints, http_client)
     return CachedChatModel(spec, backend, settings, cache=cache, meter=meter)
 
 

@@ -36,6 +36,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rag.errors import ConfigError, ProviderUnavailable
@@ -86,11 +87,11 @@ class Timing:
     evaluated_tokens: int = -1
 
 
-def _check_context(n_in: int, max_tokens: int) -> None:
-    if n_in + max_tokens > CONTEXT_TOKENS:
+def _check_context(n_in: int, max_tokens: int, context: int = CONTEXT_TOKENS) -> None:
+    if n_in + max_tokens > context:
         raise ConfigError(
             f"local model: prompt of {n_in} tokens + max_tokens={max_tokens} exceeds the "
-            f"{CONTEXT_TOKENS}-token context; shorten the prompt or the answer budget"
+            f"{context}-token context; shorten the prompt or the answer budget"
         )
 
 
@@ -128,6 +129,8 @@ class LocalBackend:
         reuse_prefix: bool = True,
         weights: Weights = "q4_1",
         workers: int = 1,
+        path: Path | None = None,
+        context_tokens: int = CONTEXT_TOKENS,
     ) -> None:
         """``reuse_prefix`` (llama.cpp): keep the model states of earlier prompts in RAM and
         evaluate only the part of a new prompt after the longest prefix already evaluated. The
@@ -146,13 +149,20 @@ class LocalBackend:
         (:func:`rag.shard.current_slot`, 0 outside a sharded map). With more than one, a call
         from a shard thread runs on ``threads // workers`` threads (at least 1), any other call
         on all ``threads``. transformers keeps one model.
+
+        ``path``: another GGUF chat model file to run as it is (a ``gguf:`` model; default the
+        packaged SmolLM2), with ``context_tokens`` of context; its chat template and end token
+        come from the file.
         """
         if (why := engine_missing(engine)) is not None:
             raise ProviderUnavailable(f"local model unavailable: {why}")
         self.engine = engine
         self.threads = threads
         self.reuse_prefix = reuse_prefix
-        self.path = find_gguf()
+        self.path = path or find_gguf()
+        self.context_tokens = context_tokens
+        if path is not None and weights != "q4_1":
+            raise ConfigError(f"a gguf: model runs its file as it is, not as {weights!r} weights")
         self.weights: Weights = check_weights(weights) if engine == "llama_cpp" else "q4_1"
         #: enters the completion cache key when the weights are not the packaged file
         self.weights_tag: str | None = None if self.weights == "q4_1" else self.weights
@@ -194,11 +204,11 @@ class LocalBackend:
                 d, gguf_file=f, local_files_only=True, dtype=torch.float32
             ).eval()
         else:
-            from llama_cpp import Llama
+            from rag.llm.llama_load import load_llama
 
-            model = Llama(
+            model = load_llama(
                 model_path=str(converted_gguf(self.weights, self.path)),
-                n_ctx=CONTEXT_TOKENS,
+                n_ctx=self.context_tokens,
                 # both set: llama-cpp-python's own default for the batch (prompt) threads is
                 # every CPU, which would put 2 threads on a shard's single pinned core
                 n_threads=self.instance_threads,
@@ -291,7 +301,7 @@ class LocalBackend:
         )
         ids = enc["input_ids"]
         n_in = int(ids.shape[1])
-        _check_context(n_in, max_tokens)
+        _check_context(n_in, max_tokens, self.context_tokens)
         t0 = time.perf_counter()
         first = _FirstTokenClock()
         with torch.inference_mode():
@@ -357,7 +367,7 @@ class LocalBackend:
         except ValueError as e:  # llama.cpp's "Requested tokens (n) exceed context window"
             raise ConfigError(
                 f"local model: {e}; shorten the prompt or max_tokens={max_tokens} "
-                f"(context {CONTEXT_TOKENS} tokens)"
+                f"(context {self.context_tokens} tokens)"
             ) from e
         finally:
             if gate is not None:

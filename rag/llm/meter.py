@@ -2,6 +2,9 @@
 
 Fresh calls are what the run spent; cache hits cost nothing now and are reported separately as
 ``saved_usd`` (the stored cost of the original call), so a warm re-run shows ``cost_usd == 0``.
+Each model's row says how its cost is known (``price``): a list price with its date, "$0 (local)"
+/ "$0 (self-hosted)", or "price unknown" for a model the price table does not list, whose dollars
+are then not counted rather than counted as $0.
 """
 
 from __future__ import annotations
@@ -33,12 +36,15 @@ class CostMeter:
 
     def __init__(self) -> None:
         self._rows: dict[tuple[str, str], _Row] = {}
+        self._prices: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def record(self, c: Completion) -> None:
         """Count one completion (fresh or cached)."""
         with self._lock:
             row = self._rows.setdefault((c.provider, c.model), _Row())
+            if c.price:
+                self._prices[(c.provider, c.model)] = c.price
             row.calls += 1
             row.input_tokens += c.input_tokens
             row.output_tokens += c.output_tokens
@@ -60,12 +66,27 @@ class CostMeter:
         """JSON-ready summary for metrics.json: totals plus one entry per provider/model."""
         with self._lock:
             items = sorted(self._rows.items())
-        by_model = [{"provider": p, "model": m, **asdict(r)} for (p, m), r in items]
+            prices = dict(self._prices)
+        by_model = [
+            {
+                "provider": p,
+                "model": m,
+                **asdict(r),
+                **({"price": prices[p, m]} if (p, m) in prices else {}),
+            }
+            for (p, m), r in items
+        ]
         totals = _Row()
         for _, r in items:
             for f in totals.__slots__:
                 setattr(totals, f, getattr(totals, f) + getattr(r, f))
         return {"total": asdict(totals), "by_model": by_model}
+
+    @property
+    def unpriced_models(self) -> list[str]:
+        """Models whose calls have no known price (their dollars are not in the totals)."""
+        with self._lock:
+            return sorted(m for (_, m), label in self._prices.items() if label == "price unknown")
 
     def to_frame(self) -> pd.DataFrame:
         """One row per provider/model plus a ``total`` row, for a notebook table."""

@@ -216,6 +216,7 @@ class CachedChatModel:
             cost_usd=e.cost_usd,
             latency_s=latency,
             cached=cached,
+            price=self.spec.price_label,
         )
         if self._meter is not None:
             self._meter.record(c)

@@ -1,9 +1,12 @@
-"""Settings of the LLM layer, and the one place API keys are read from the environment.
+"""Settings of the LLM layer, and the one place API keys and endpoints are read from the env.
 
-Keys come only from ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` and ``GROQ_API_KEY``, read by
-:func:`keys_from_env` and passed down explicitly, so tests hand in fake keys and nothing deep in
-the code reads the environment. Keys are held as :class:`pydantic.SecretStr` so a repr, a log
-line or a traceback shows ``**********``, never the key.
+Keys come only from ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GROQ_API_KEY`` and (optional, for
+an OpenAI-compatible endpoint) ``RAG_OPENAI_COMPATIBLE_API_KEY``, read by :func:`keys_from_env`;
+self-hosted endpoints come from ``RAG_OPENAI_COMPATIBLE_BASE_URL`` and ``OLLAMA_HOST``, read by
+:func:`endpoints_from_env` when the settings name none. Both are passed down explicitly, so tests
+hand in fake keys and nothing deep in the code reads the environment. Keys are held as
+:class:`pydantic.SecretStr` so a repr, a log line or a traceback shows ``**********``, never the
+key.
 """
 
 from __future__ import annotations
@@ -25,6 +28,15 @@ KEY_ENV: dict[str, str] = {
     "anthropic": "ANTHROPIC_API_KEY",
     "groq": "GROQ_API_KEY",
 }
+#: The optional key of an OpenAI-compatible endpoint (most self-hosted servers need none).
+COMPATIBLE_KEY_ENV = "RAG_OPENAI_COMPATIBLE_API_KEY"
+#: Where the base URLs of self-hosted endpoints come from when the settings leave them None.
+ENDPOINT_ENV: dict[str, str] = {
+    "openai-compatible": "RAG_OPENAI_COMPATIBLE_BASE_URL",
+    "ollama": "OLLAMA_HOST",
+}
+#: Ollama's address when ``OLLAMA_HOST`` is unset (its own default).
+OLLAMA_DEFAULT = "http://127.0.0.1:11434/v1"
 
 
 class LLMSettings(BaseModel):
@@ -39,6 +51,23 @@ class LLMSettings(BaseModel):
         None, description="Anthropic API base URL (None: the SDK default)."
     )
     groq_base_url: str | None = Field(None, description="Groq API base URL (None: SDK default).")
+    openai_compatible_base_url: str | None = Field(
+        None,
+        description="Base URL of the OpenAI-compatible endpoint serving openai-compatible:NAME, "
+        "e.g. http://127.0.0.1:8000/v1 (None: $RAG_OPENAI_COMPATIBLE_BASE_URL).",
+    )
+    ollama_base_url: str | None = Field(
+        None,
+        description="Ollama's OpenAI-compatible base URL for ollama:NAME "
+        "(None: $OLLAMA_HOST + /v1, else http://127.0.0.1:11434/v1).",
+    )
+    gguf_context: int = Field(
+        8192,
+        ge=256,
+        le=1 << 20,
+        description="Context tokens llama.cpp allocates for a gguf: model (capped by the file's "
+        "own context length).",
+    )
     timeout_s: float = Field(60.0, gt=0, le=600, description="Per-request timeout in seconds.")
     max_attempts: int = Field(
         5, ge=1, le=20, description="Attempts per call, first one included, before LLMError."
@@ -91,9 +120,12 @@ class ApiKeys(BaseModel):
     openai: SecretStr | None = None
     anthropic: SecretStr | None = None
     groq: SecretStr | None = None
+    openai_compatible: SecretStr | None = None
 
     def get(self, provider: str) -> SecretStr | None:
-        """The key for a provider (None for the local provider or a missing key)."""
+        """The key for a provider (None for a local provider or a missing key)."""
+        if provider == "openai-compatible":
+            return self.openai_compatible
         return getattr(self, provider, None) if provider in KEY_ENV else None
 
 
@@ -105,5 +137,28 @@ def keys_from_env(environ: Mapping[str, str] | None = None) -> ApiKeys:
     """
     env = os.environ if environ is None else environ
     found = {p: SecretStr(env[v]) for p, v in KEY_ENV.items() if env.get(v, "").strip()}
+    if env.get(COMPATIBLE_KEY_ENV, "").strip():
+        found["openai_compatible"] = SecretStr(env[COMPATIBLE_KEY_ENV])
     log.debug("API keys present for: %s", sorted(found) or "none")
     return ApiKeys(**found)
+
+
+def _v1(url: str) -> str:
+    """``host:port`` or a URL without a path, as an OpenAI-compatible base URL ending in /v1."""
+    url = url.strip().rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
+    scheme, _, rest = url.partition("://")
+    return url if "/" in rest else f"{scheme}://{rest}/v1"
+
+
+def endpoints_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Base URLs of the self-hosted providers from the environment: the only function that reads
+    them. ``OLLAMA_HOST`` takes Ollama's own forms (``127.0.0.1:11434``, ``http://host:11434``)
+    and gets ``/v1`` appended; without it Ollama is at :data:`OLLAMA_DEFAULT`."""
+    env = os.environ if environ is None else environ
+    out = {"ollama": OLLAMA_DEFAULT}
+    for provider, var in ENDPOINT_ENV.items():
+        if value := env.get(var, "").strip():
+            out[provider] = _v1(value) if provider == "ollama" else value
+    return out

@@ -79,17 +79,21 @@ def type_problem(name: str, value: Any, declared: dict[str, Any]) -> str | None:
 
 
 def model_problems(name: str, value: Any) -> list[str]:
-    """Unknown model names in a :data:`MODEL_KEYS` parameter, each named with the known ones."""
+    """Bad model names (an unknown bare name or provider) in a :data:`MODEL_KEYS` parameter, each
+    named with the known ones; ``provider:model`` names any model of a known provider."""
     if name not in MODEL_KEYS:
         return []
-    from rag.llm.registry import MODELS, model_names
+    from rag.errors import ConfigError
+    from rag.llm.registry import resolve_model
 
     names = [value] if isinstance(value, str) else list(value) if isinstance(value, list) else []
-    return [
-        f"parameter {name!r}: unknown model {m!r} (known: {', '.join(model_names())})"
-        for m in names
-        if m not in MODELS
-    ]
+    problems = []
+    for m in names:
+        try:
+            resolve_model(m)
+        except ConfigError as e:
+            problems.append(f"parameter {name!r}: {e}")
+    return problems
 
 
 def check_values(notebook: str, values: dict[str, Any], declared: dict[str, Any]) -> list[str]:

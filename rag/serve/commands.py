@@ -43,8 +43,7 @@ def _lab(args: argparse.Namespace, **serve_kw: Any):
     from rag.serve.engine import load_lab
 
     settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()))
-    return load_lab(settings, ServeSettings(index_dir=args.index_dir, **serve_kw),
-                    preload_reranker=False)  # fmt: skip
+    return load_lab(settings, ServeSettings(index_dir=args.index_dir, **serve_kw))
 
 
 def _snippet(text: str, width: int = 96, lines: int = 2) -> str:
@@ -160,8 +159,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     a = sub.add_parser("ask", help="answer a question with [n] citations")
     a.add_argument("question")
-    a.add_argument("--answerer", default="extractive",
-                   help="extractive | smollm2-135m | an API model (see `rag models`)")  # fmt: skip
+    a.add_argument("--answerer", "--model", dest="answerer", default="extractive",
+                   help="extractive, a model from `rag models`, or provider:model (e.g. "
+                   "ollama:qwen2.5:7b, openai-compatible:NAME, gguf:PATH)")  # fmt: skip
     a.add_argument("--judge", action="store_true", help="the offline judge's verdict per claim")
     a.add_argument("-k", type=k_arg, default=None, help="chunks retrieved (default: the profile's)")
     a.add_argument("--retriever", default=None, choices=RETRIEVERS)
@@ -170,7 +170,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.set_defaults(func=cmd_ask)
 
     c = sub.add_parser("chat", help="interactive questions with follow-up rewriting")
-    c.add_argument("--answerer", default="extractive")
+    c.add_argument("--answerer", "--model", dest="answerer", default="extractive",
+                   help="extractive, a model from `rag models`, or provider:model")  # fmt: skip
     c.add_argument("--judge", action="store_true")
     c.add_argument("-k", type=k_arg, default=None, help="chunks retrieved (default: the profile's)")
     c.add_argument("--retriever", default=None, choices=RETRIEVERS)

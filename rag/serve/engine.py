@@ -194,7 +194,14 @@ class Lab:
         if name == "extractive":
             return self.extractive
         if name not in self.answerer_names():
-            raise ChoiceError("answerer", f"unknown answerer {name!r}; use extractive or a model")
+            from rag.llm.registry import resolve_model
+
+            try:  # any provider:model (ollama:..., openai-compatible:..., gguf:...)
+                resolve_model(name)
+            except ConfigError as e:
+                raise ChoiceError(
+                    "answerer", f"unknown answerer {name!r}; use extractive or a model: {e}"
+                ) from e
         max_tokens = self.settings.local_max_tokens if name == self.settings.local_model else 256
         return LLMAnswerer(self.chat_model(name), max_tokens=max_tokens, name=name)
 
@@ -319,11 +326,14 @@ def load_lab(
     settings: LabSettings,
     serve: ServeSettings,
     status: Callable[[str], None] = lambda s: None,
-    *,
-    preload_reranker: bool = True,
 ) -> Lab:
-    """Build or load everything once: corpus (cached parse), index (cached build), served index,
-    reranker. ``status`` receives "index loading" and "model loading" for ``/ready``."""
+    """Build or load the corpus (cached parse), index (cached build), served index and query
+    encoder. ``status`` receives "index loading" and "model loading" for ``/ready``.
+
+    The rerank row's reranker, the judge and chat models load on first use (:class:`Lab`): the
+    default retriever needs none of them, and expanding e5-small's weights to fp32 takes seconds
+    and several hundred MB at its peak.
+    """
     from rag.corpus.papers import corpus_papers
     from rag.index.build import index_corpus
     from rag.text.chunk import chunk_settings
@@ -339,7 +349,5 @@ def load_lab(
     served = ServedIndex(index_dir(settings, serve), base, titles, chunking)
     status("model loading")
     lab = Lab(settings, served)
-    if preload_reranker:
-        lab.reranker()
     lab.search("warm up the query encoder", 1)
     return lab

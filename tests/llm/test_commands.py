@@ -10,7 +10,7 @@ def test_smoke_calls_available_providers_and_names_the_rest(
     only_openai = ApiKeys(openai=keys.openai)
     assert cmd_smoke(settings=settings, cache=cache, keys=only_openai, include_local=False) == 0
     out = capsys.readouterr().out
-    assert "gpt-4o" in out and oai_server.reply in out
+    assert "openai     gpt-4.1-mini: " in out and oai_server.reply in out
     assert "anthropic  not run: no key: set ANTHROPIC_API_KEY" in out
     assert "groq       not run: no key: set GROQ_API_KEY" in out
     assert oai_server.requests == 1  # one call per available provider
