@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from rag.corpus.manifest import Paper, write_manifest
 from rag.errors import DownloadError
 from rag.types import ParsedPaper
 from tests.fakearxiv import FakeArxiv, closed_port, make_pdf
+from tests.polling import wait_until
 
 TEXT = "Retrieval augmented generation answers questions over a pinned corpus of papers."
 
@@ -275,11 +275,20 @@ def test_killed_ingest_resumes_without_loss_duplicates_or_truncation(tmp_path):
         proc = _run_cli(
             fake, tmp_path, manifest, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        deadline = time.monotonic() + 30
-        while len(fake.pdf_requests()) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.25)  # well inside the third paper's 0.6 s trickle
-        proc.send_signal(signal.SIGKILL)
+
+        def third_download_in_flight() -> bool:  # its first bytes are in its .part file
+            if len(fake.pdf_requests()) < 3:
+                return False
+            sizes = []
+            for part in pdf_dir.glob(".*.part"):
+                try:
+                    sizes.append(part.stat().st_size)
+                except FileNotFoundError:  # renamed into place meanwhile
+                    continue
+            return any(sizes)
+
+        wait_until(third_download_in_flight, what="the third PDF's download to be under way")
+        proc.send_signal(signal.SIGKILL)  # inside the third paper's 0.6 s trickle
         proc.wait(timeout=10)
         assert proc.returncode == -signal.SIGKILL
 
@@ -341,12 +350,21 @@ def test_cli_missing_manifest_is_a_clear_error(tmp_path, capsys):
     assert "manifest not found" in capsys.readouterr().err
 
 
+def _no_arxiv() -> ClientSettings:
+    """arXiv at a closed local port: a file missing from the mirror fails, never downloads."""
+    base = f"http://127.0.0.1:{closed_port()}"
+    return ClientSettings(api_url=f"{base}/api/query", pdf_base_url=f"{base}/pdf", max_attempts=1)
+
+
 def test_pinned_papers_match_the_shared_mirror(shared_dir, tmp_path):
     from rag.corpus.manifest import load_manifest
 
     papers = load_manifest()[:3]
     s = IngestSettings(
-        pdf_dir=tmp_path / "pdfs", mirror=shared_dir / "corpus" / "pdfs", parse=False
+        pdf_dir=tmp_path / "pdfs",
+        mirror=shared_dir / "corpus" / "pdfs",
+        parse=False,
+        client=_no_arxiv(),
     )
     summary = ingest(papers, s)
     assert [o.status for o in summary.outcomes] == ["mirror"] * 3
@@ -357,7 +375,9 @@ def test_pinned_papers_match_the_shared_mirror(shared_dir, tmp_path):
 def test_full_corpus_ingests_from_the_mirror(shared_dir, tmp_path, tmp_cache):
     from rag.corpus.manifest import load_manifest
 
-    s = IngestSettings(pdf_dir=tmp_path / "pdfs", mirror=shared_dir / "corpus" / "pdfs")
+    s = IngestSettings(
+        pdf_dir=tmp_path / "pdfs", mirror=shared_dir / "corpus" / "pdfs", client=_no_arxiv()
+    )
     summary = ingest(load_manifest(), s)
     c = summary.counts
     assert (c["requested"], c["from_mirror"], c["changed"], c["failed"]) == (100, 100, 0, 0)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 
 import pytest
 
@@ -71,7 +70,7 @@ def cached(project, tmp_cache, monkeypatch):  # noqa: F811
     return project
 
 
-def test_a_second_run_keeps_every_notebook_and_is_fast(cached, capsys):
+def test_a_second_run_keeps_every_notebook_without_executing_one(cached, capsys, monkeypatch):
     out = _chain(cached)
     runs, executed = _run(cached)
     assert executed == list(STEMS) and [r.status for r in runs] == ["ok"] * 3
@@ -80,12 +79,11 @@ def test_a_second_run_keeps_every_notebook_and_is_fast(cached, capsys):
     assert len({r["key"] for r in first.values()}) == 3
     written = _stamps(out)
 
-    t0 = time.perf_counter()
+    started = []  # no kernel starts: nothing reaches the executor
+    monkeypatch.setattr(runner, "execute_and_render", lambda nb, *a, **kw: started.append(nb.stem))
     runs, executed = _run(cached)
-    elapsed = time.perf_counter() - t0
 
-    assert executed == [] and [r.reused for r in runs] == [True] * 3
-    assert elapsed < 10, f"keeping 3 notebooks took {elapsed:.1f} s"  # one execution takes ~3 s
+    assert started == [] and executed == [] and [r.reused for r in runs] == [True] * 3
     second = _records(out)
     for stem in STEMS:  # the record of the run that produced the outputs, marked reused
         assert second[stem] == {**first[stem], "reused": True}

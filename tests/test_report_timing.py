@@ -65,7 +65,7 @@ def test_phase_times_install_and_report_and_reads_run_json(tmp_path):
         ]
     }
     assert res["total_s"] == pytest.approx(res["install_s"] + res["report_s"], abs=0.011)
-    assert 0 < res["install_s"] < 60 and 0 < res["report_s"] < 60
+    assert res["install_s"] > 0 and res["report_s"] > 0  # each command's own wall time
     json.dumps(res)  # the assembled record is plain JSON
 
 

@@ -39,22 +39,24 @@ def test_chosen_row_is_the_grid_point_the_rule_names():
     assert s["largest"]["meets_targets"] is True and s["sizes"] == [5000]
 
 
-def test_best_of_keeps_the_fastest_run_and_the_result():
-    from rag.bench.scale import _best_of
+def test_best_of_keeps_the_fastest_run_and_the_result(monkeypatch):
+    from types import SimpleNamespace
 
-    delays = iter([0.05, 0.0, 0.03])
+    from rag.bench import scale
+
+    now = [0.0]
+    monkeypatch.setattr(scale, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    durations = iter([5.0, 1.0, 3.0])  # seconds each run takes on the module's clock
     calls = []
 
     def run():
-        import time
-
-        time.sleep(next(delays))
+        now[0] += next(durations)
         calls.append(1)
         return len(calls)
 
-    seconds, result = _best_of(run, repeats=3)
+    seconds, result = scale._best_of(run, repeats=3)
     assert len(calls) == 3 and result == 3
-    assert seconds < 0.02  # the undisturbed (0 s) run, not the mean
+    assert seconds == 1.0  # the undisturbed run, not the mean (3.0) nor the last (3.0)
 
 
 def test_the_reading_fits_growth_against_papers_and_against_work():
