@@ -105,6 +105,27 @@ def test_author_openings_inside_one_block_cut_aaai_and_acl_columns():
     assert [r.text[:14] for r in refs] == ["Andrei Alexand", "Miguel Ballest"]
 
 
+def test_a_name_cut_at_a_block_edge_stays_in_its_entry():
+    # MuPDF cut "and Jeffrey | Dean." into two blocks on the margin; an entry never ends on a name
+    blocks = [
+        _block("Tomas Mikolov, Ilya Sutskever, Anoop Deoras. 2012. Subword models. Report.", y0=1),
+        _block("Tomas Mikolov, Kai Chen, Greg D. Corrado, and Jeffrey", y0=20),
+        _block(
+            "Dean. 2013a. Efficient estimation of word representations. arXiv:1301.3781. Tomas "
+            "Mikolov, Ilya Sutskever, Kai Chen, Greg S. Cor- rado, and Jeff Dean. 2013b. "
+            "Distributed representations of words. In Adv. NIPS.",
+            y0=30,
+        ),
+    ]
+    refs = split_references(blocks)
+    assert [r.text[:30] for r in refs] == [
+        "Tomas Mikolov, Ilya Sutskever,",
+        "Tomas Mikolov, Kai Chen, Greg ",
+        "Tomas Mikolov, Ilya Sutskever,",
+    ]
+    assert refs[1].text.endswith("arXiv:1301.3781.")
+
+
 def test_label_lists_open_entries_at_bracketed_author_year_labels():
     text = (
         "[Agirre et al.2014] Eneko Agirre. 2014. Semeval-2014 task 10. In SemEval. "

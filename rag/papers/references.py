@@ -35,9 +35,10 @@ _AUTHOR_OPEN = re.compile(
     r"(?:[A-Z]\.(?:\s?-?[A-Z]\.)*)(?:;|,| and\b| &| \(?(?:19|20)\d{2}))"
 )
 #: "First Last, First Last, and First Last. 2019." : how ACL entries open; a run of capitalised
-#: name tokens (and particles) with a comma or "and", straight into the year.
+#: name tokens (particles, and a name's tail after a line-end hyphen) with a comma or "and",
+#: straight into the year.
 _NAMES_OPEN = re.compile(
-    r"(?<=[.?!)] )(?!In )(?=(?:(?:(?![a-z\d])[^\s,;]+"
+    r"(?<=[.?!)] )(?!In )(?=(?:(?:(?![a-z\d])[^\s,;]+|(?<=- )[a-z][^\s,;]*"
     r"|and|et|al\.?|van|von|der|de|den|la|le|da|di|du)(?:,? )){2,40}?(?:19|20)\d{2}[a-z]?\.)"
     r"(?=[^.]*?(?:,| and ))"
 )
@@ -156,6 +157,8 @@ def _continues(prev: str, nxt: str) -> bool:
         or nxt[:1].islower()
         or nxt[:1].isdigit()
         or not _YEAR.search(prev)
+        # an entry ends with a full stop, a digit, a bracket or a URL; "and Jeffrey" does not
+        or (prev[-1].isalpha() and not re.search(r"https?://\S*$", prev))
     )
 
 
