@@ -10,7 +10,13 @@ from rag import paths
 from rag.corpus.manifest import load_manifest
 from rag.corpus.parse import ParseSettings, load_parsed
 from rag.papers.graph import build_citations
-from rag.papers.measure import Probe, choose_threshold, splitting, title_resolution
+from rag.papers.measure import (
+    Probe,
+    choose_threshold,
+    default_outputs,
+    splitting,
+    title_resolution,
+)
 from rag.papers.references import numbered_count, paper_references, reference_blocks
 from rag.papers.resolve import TITLE_THRESHOLD
 from rag.types import Block, ParsedPaper
@@ -61,6 +67,20 @@ def test_splitting_counts_found_against_the_largest_marker():
     assert res["overall"] == {"found": 6, "true": 7, "ratio": 6 / 7}
     assert res["exact_papers"] == 1
     assert res["per_paper_ratio"]["mean"] == pytest.approx((3 / 4 + 1) / 2)
+
+
+def test_a_partial_corpus_never_overwrites_the_corpus_graph():
+    assert default_outputs("data/manifest.jsonl", 0) == (
+        "data/citations.jsonl",
+        "outputs/bench/citations.json",
+    )
+    assert default_outputs("data/manifest.jsonl", 5) == (
+        "outputs/papers/manifest-5/citations.jsonl",
+        "outputs/papers/manifest-5/citations.json",
+    )
+    assert (
+        default_outputs("../shared/mine.jsonl", 0)[0] == "outputs/papers/mine-all/citations.jsonl"
+    )
 
 
 def test_the_threshold_constant_is_the_one_chosen_on_data():

@@ -17,8 +17,9 @@ Three measurements of the graph and one of related work, each with n and a 95 % 
     leave_one_out_runs`): recall@5/10, MRR and nDCG@10 by ranx, paired randomisation tests between
     methods with Holm correction (:func:`rag.evaluation.metrics.compare_runs`).
 
-Writes the JSON summary (default ``outputs/bench/citations.json``) and the corpus's
-``citations.jsonl`` (default ``data/citations.jsonl``, beside the manifest).
+Writes the JSON summary and the corpus's ``citations.jsonl``: for the whole pinned manifest
+``outputs/bench/citations.json`` and ``data/citations.jsonl`` (beside the manifest), for any other
+selection a folder under ``outputs/papers/`` (:func:`default_outputs`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import binomtest
@@ -211,6 +214,8 @@ def graph_size(rows, corpus: Sequence[str], k: int = 10) -> dict:
 def related_work(rows, corpus: Sequence[str], vectors: dict[str, np.ndarray]) -> dict:
     """Leave-one-out citation prediction: metrics with CIs per method and paired tests."""
     qrels, runs = leave_one_out_runs(corpus, vectors, references_of(rows))
+    if len(qrels) < 2:
+        return {"queries": len(qrels), "note": "fewer than two papers cite another corpus paper"}
     methods = {m: evaluate_run(qrels, run, RELATED_METRICS).to_metrics() for m, run in runs.items()}
     tests = {}
     for metric in ("recall@10", "ndcg@10"):
@@ -235,7 +240,7 @@ def measure(
     *,
     max_papers: int = 0,
     pdf_mirror: str = "",
-    citations_out: str = "data/citations.jsonl",
+    citations_out: str = "outputs/papers/citations.jsonl",
     chunking: dict | None = None,
     embedder: str = "minilm",
 ) -> dict:
@@ -278,19 +283,33 @@ def measure(
     }
 
 
+def default_outputs(manifest_path: str, max_papers: int) -> tuple[str, str]:
+    """Where a run writes ``(citations.jsonl, summary JSON)``: ``data/citations.jsonl`` and
+    ``outputs/bench/citations.json`` for the whole pinned manifest, else a folder of its own under
+    ``outputs/papers/``, so a partial corpus never overwrites the corpus's graph."""
+    if paths.resolve(manifest_path) == paths.resolve("data/manifest.jsonl") and not max_papers:
+        return "data/citations.jsonl", "outputs/bench/citations.json"
+    folder = f"outputs/papers/{Path(manifest_path).stem}-{max_papers or 'all'}"
+    return f"{folder}/citations.jsonl", f"{folder}/citations.json"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--manifest", default="data/manifest.jsonl")
     ap.add_argument("--max-papers", type=int, default=0)
-    ap.add_argument("--citations-out", default="data/citations.jsonl")
-    ap.add_argument("--out", default="outputs/bench/citations.json")
+    ap.add_argument("--citations-out", default="", help="default: see default_outputs")
+    ap.add_argument("--out", default="", help="summary JSON; default: see default_outputs")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    result = measure(args.manifest, max_papers=args.max_papers, citations_out=args.citations_out)
-    out = paths.resolve(args.out)
+    cites_default, out_default = default_outputs(args.manifest, args.max_papers)
+    cites = args.citations_out or cites_default
+    result = measure(args.manifest, max_papers=args.max_papers, citations_out=cites)
+    out = paths.resolve(args.out or out_default)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, sort_keys=False, default=float) + "\n")
-    print(f"wrote {paths.display(out)} and {args.citations_out} in {result['timings']['total_s']}s")
+    tmp = out.with_name(f".{out.name}.part")
+    tmp.write_text(json.dumps(result, indent=1, default=float) + "\n")
+    os.replace(tmp, out)
+    print(f"wrote {paths.display(out)} and {cites} in {result['timings']['total_s']}s")
 
 
 if __name__ == "__main__":
