@@ -181,6 +181,9 @@ def test_search_per_paper_cap(client):
         ({"query": "x", "surprise": 1}, "surprise"),
         ({"k": 3}, "query"),
         ({"query": "x" * 2001}, "query"),
+        ({"query": "x", "k": "5"}, "k"),
+        ({"query": "x", "k": 5.0}, "k"),
+        ({"query": 5}, "query"),
     ],
 )
 def test_search_bad_input_is_422_naming_the_field(client, body, field):
@@ -262,6 +265,8 @@ def test_ask_with_judge_returns_the_judges_verdict_per_claim(
         ({"question": "x", "retriever": "nope"}, "retriever"),
         ({"question": "", "answerer": "extractive"}, "question"),
         ({"question": "x", "k": 51}, "k"),
+        ({"question": "x", "judge": "true"}, "judge"),
+        ({"question": "x", "stream": 1}, "stream"),
     ],
 )
 def test_ask_bad_input_is_422_naming_the_field(client, body, field):

@@ -4,8 +4,9 @@ The server runs on 127.0.0.1 over two small pinned papers with an API key and no
 limit would be what is measured). schemathesis reads ``/openapi.json`` and, for every operation,
 sends the document's examples, its boundary cases and a bounded number of generated requests,
 valid and invalid; every response must be no server error, a status code the document declares
-for that operation, a declared content type, and a body that matches the declared schema. The
-run is bounded by ``MAX_EXAMPLES`` per operation and a per-request timeout.
+for that operation, a declared content type, and a body that matches the declared schema; a
+request the document says is invalid must be refused. The run is bounded by ``MAX_EXAMPLES`` per
+operation and a per-request timeout.
 
 The document is built from the app at collection (schemathesis parametrizes tests then) and the
 test first checks it is exactly the one the live server publishes; schemathesis's fixture-loaded
@@ -23,6 +24,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    negative_data_rejection,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -42,6 +44,7 @@ CHECKS = [
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
+    negative_data_rejection,
 ]
 
 

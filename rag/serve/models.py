@@ -19,7 +19,10 @@ Answerer = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body as the OpenAPI document states it: no unknown field and no coercion (a
+    ``"5"`` or ``5.0`` for an integer, a ``"true"`` for a boolean is refused with 422)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class SearchRequest(_Strict):
