@@ -4,18 +4,16 @@ Why: on this lab's 2-core AMD EPYC, small models barely use a second thread, yet
 single-thread workers, each in a thread pinned to its own core, do clearly more.
 Measured here (idle machine):
 
-- SmolLM2-135M on llama.cpp (``python -m rag.bench.llm shards`` ->
-  ``outputs/bench/llm_shards.json``; 8 distinct ~1,500-token prompts, 64 forced answer tokens,
-  bf16 weights): one instance with 2 threads 42.3 s, with 1 thread 57.0 s; two single-thread
-  instances in two pinned threads 28.4 s (1.49x the 2-thread instance), unpinned 29.5 s. All
-  four wrote the same answers. (Two unpinned single-thread *processes* did far worse, each call
-  ~3x slower, measured by hand; and a first version that left llama-cpp-python's prompt threads
-  at its default, every CPU, gained only 1.37x.)
-- MiniLM passages (``python -m rag.bench.passages shards`` ->
-  ``outputs/bench/passage_shards.json``; 1,024 SciFact abstracts through ``embed_texts``): fp32
-  57.9 s in order with 2 threads, 50.5 s in 2 pinned shards (1.15x); bf16 26.4 s vs 27.2 s
-  (0.97x: bf16 autocast does use both threads). Identical vectors both ways. So only fp32
-  passages (the judge's, and every passage on a CPU without bf16) are sharded.
+- SmolLM2-135M on llama.cpp (``outputs/bench/llm_shards.json``, docs/decisions.md; 8 distinct
+  ~1,500-token prompts, 64 forced answer tokens, bf16 weights): one instance with 2 threads
+  42.3 s, with 1 thread 57.0 s; two single-thread instances in two pinned threads 28.4 s (1.49x
+  the 2-thread instance), unpinned 29.5 s. All four wrote the same answers. (Two unpinned
+  single-thread *processes* do far worse, each call ~3x slower.)
+- MiniLM passages (``outputs/bench/passage_shards.json``, docs/decisions.md; 1,024 SciFact
+  abstracts through ``embed_texts``): fp32 57.9 s in order with 2 threads, 50.5 s in 2 pinned
+  shards (1.15x); bf16 26.4 s vs 27.2 s (0.97x: bf16 autocast does use both threads). Identical
+  vectors both ways. So only fp32 passages (the judge's, and every passage on a CPU without bf16)
+  are sharded.
 
 How: :func:`sharded_map` deals the items out round-robin (item ``i`` to shard ``i % n``), runs
 each shard in order in its own thread, pinned (``os.sched_setaffinity`` on the calling thread)
