@@ -31,7 +31,7 @@ test-slow: setup  ## real corpus / real models: the slow tier
 	$(BIN)/python -m pytest -m slow
 
 judge: setup  ## refit the offline judges on SciFact train (full + the smoke profile's 240 pairs) and pin them in data/judge/ (~3 min)
-	$(BIN)/python -m rag.judge.pinned
+	$(BIN)/python -m rag.judge.pin
 
 bench: setup  ## throughput and latency benchmarks (not tests)
 	$(BIN)/rag bench

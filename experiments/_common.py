@@ -81,19 +81,19 @@ def stack_cv(
     """The offline judge's logistic-regression choice (C grid, threshold maximising balanced
     accuracy) on grouped out-of-fold predictions of train: (chosen C, threshold and CV BA; the
     chosen model's out-of-fold train probabilities; its dev probabilities, fitted on all train)."""
-    from rag.judge.offline import _best_threshold, _make_model
+    from rag.judge.fit import best_threshold, make_model
 
     best, best_oof = None, None
     for c in settings.logreg_c:
         oof = np.zeros(len(y))
         for tr, te in folds:
             oof[te] = (
-                _make_model("logreg", c, settings.seed).fit(x[tr], y[tr]).predict_proba(x[te])[:, 1]
+                make_model("logreg", c, settings.seed).fit(x[tr], y[tr]).predict_proba(x[te])[:, 1]
             )
-        t, ba = _best_threshold(y, oof)
+        t, ba = best_threshold(y, oof)
         if best is None or ba > best["cv_ba"] + 1e-12:
             best, best_oof = {"C": c, "threshold": t, "cv_ba": round(ba, 4)}, oof
-    model = _make_model("logreg", best["C"], settings.seed).fit(x, y)
+    model = make_model("logreg", best["C"], settings.seed).fit(x, y)
     return best, best_oof, model.predict_proba(x_dev)[:, 1]
 
 

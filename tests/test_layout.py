@@ -31,8 +31,6 @@ MAX_LINES = 500
 LONG_MODULES = {
     "corpus/ingest.py": "split plan: the download-and-verify loop (fetch, sha256 pin, mirror) "
     "into corpus/fetch.py; the IngestSummary record and its JSON into corpus/ingest_summary.py",
-    "judge/offline.py": "split plan: settings and the named judges into judge/settings.py; "
-    "featurisation and the CV fit into judge/fit.py; the judge class stays",
 }
 
 
@@ -62,6 +60,8 @@ def _imports(p: Path) -> set[str]:
                 out |= {f"rag.{a.name}" for a in node.names}
             elif node.module.startswith("rag."):
                 out.add(node.module)
+                # ``from rag.judge import pinned`` imports the module rag.judge.pinned too
+                out |= {f"{node.module}.{a.name}" for a in node.names}
     return out
 
 

@@ -182,9 +182,9 @@ def _pair_max(probs: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
 def _scores(y: np.ndarray, p: np.ndarray) -> dict:
     from sklearn.metrics import roc_auc_score
 
-    from rag.judge.offline import _best_threshold
+    from rag.judge.fit import best_threshold
 
-    t, ba = _best_threshold(y, p)
+    t, ba = best_threshold(y, p)
     return {"auc": round(float(roc_auc_score(y, p)), 4), "ba_best_threshold": round(ba, 4)}
 
 
@@ -280,7 +280,8 @@ def run_cv(
 
     from rag.index.embed import minilm
     from rag.judge.features import compute_idf
-    from rag.judge.offline import OfflineJudgeSettings, _best_threshold, featurize
+    from rag.judge.fit import best_threshold, featurize
+    from rag.judge.settings import OfflineJudgeSettings
 
     t0 = time.perf_counter()
     rows, dev = read_rows(train_path), read_rows(dev_path)
@@ -347,7 +348,7 @@ def run_cv(
     oof_f, dev_f = probs["features"]
     (mf, sf), (mc, sc) = (oof_f.mean(), oof_f.std()), (oof.mean(), oof.std())
     zt = (oof_f - mf) / sf + (oof - mc) / sc
-    t, ba = _best_threshold(y, zt)
+    t, ba = best_threshold(y, zt)
     zd = (dev_f - mf) / sf + (ce_dev - mc) / sc
     out["z-score mean"] = {"threshold": t, "cv_ba": round(ba, 4), "dev": dev_card(dev, zd >= t)}
     return {

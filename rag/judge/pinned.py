@@ -1,12 +1,12 @@
 """Pinned offline judges: a fitted judge kept in ``data/judge/`` as JSON, loaded by a fresh clone.
 
-Fitting ``offline-v2`` embeds ~7,300 SciFact train texts with fp32 MiniLM (about two minutes on
-two cores), once per cache, so every cold report and every fresh clone's test run paid for it. The
-fitted judge is small (three standardised logistic regressions, two thresholds and an IDF table),
-so it is pinned in the repository like the corpus manifest: ``python -m rag.judge.pinned`` (``make
-judge``) fits it from the shared SciFact train file and writes the JSON; a run loads it when the
-file records exactly the inputs the run would fit on (train file sha256, feature and contrast
-versions, embedder fingerprint, settings) and fits as before otherwise, saying which input differs.
+Fitting ``offline-v2`` embeds ~7,300 SciFact train texts with fp32 MiniLM, minutes of CPU per
+cache. The fitted judge is small (three standardised logistic regressions, two thresholds and an
+IDF table), so it is pinned in the repository like the corpus manifest: ``python -m
+rag.judge.pin`` (``make judge``) fits it from the shared SciFact train file and writes the JSON; a
+run loads it when the file records exactly the inputs the run would fit on (train file sha256,
+feature and contrast versions, embedder fingerprint, settings) and fits as before otherwise,
+saying which input differs.
 
 JSON, not pickle: readable in a diff, no code executed on load, and independent of the installed
 scikit-learn (the numbers are coefficients; the estimators are rebuilt from them). Floats are
@@ -27,6 +27,8 @@ import numpy as np
 
 from rag import paths
 from rag.errors import ConfigError
+from rag.judge.artifact import FittedJudge
+from rag.judge.settings import OfflineJudgeSettings
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,10 @@ PIN_DIR = "data/judge"
 
 
 def pin_inputs(
-    train_bytes: bytes, embedder_fingerprint: str, settings: Any, versions: dict[str, str]
+    train_bytes: bytes,
+    embedder_fingerprint: str,
+    settings: OfflineJudgeSettings,
+    versions: dict[str, str],
 ) -> dict[str, str]:
     """What a pinned judge must have been fitted on to stand in for a fit of these inputs.
 
@@ -54,7 +59,7 @@ def pin_inputs(
     }
 
 
-def pin_path(settings: Any, root: Path | None = None) -> Path:
+def pin_path(settings: OfflineJudgeSettings, root: Path | None = None) -> Path:
     """``data/judge/<version>.json``; a judge fitted on a train subset adds ``-train<N>``."""
     name = settings.version + (f"-train{settings.train_limit}" if settings.train_limit else "")
     return (root or paths.project_root()) / PIN_DIR / f"{name}.json"
@@ -95,7 +100,7 @@ def _logreg_pipeline_from_dict(d: dict[str, Any]) -> Any:
     return make_pipeline(sc, lr)
 
 
-def to_json(fitted: Any, inputs: dict[str, str]) -> dict[str, Any]:
+def to_json(fitted: FittedJudge, inputs: dict[str, str]) -> dict[str, Any]:
     """The JSON document of a fitted judge and the inputs it was fitted on."""
     meta = {k: v for k, v in fitted.meta.items() if k not in ("versions", "train_seconds")}
     return {
@@ -114,7 +119,7 @@ def to_json(fitted: Any, inputs: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def write(fitted: Any, inputs: dict[str, str], path: Path) -> Path:
+def write(fitted: FittedJudge, inputs: dict[str, str], path: Path) -> Path:
     """Write ``fitted`` as JSON to ``path`` atomically (temporary file, then rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -123,7 +128,7 @@ def write(fitted: Any, inputs: dict[str, str], path: Path) -> Path:
     return path
 
 
-def load(path: Path, inputs: dict[str, str]) -> Any | None:
+def load(path: Path, inputs: dict[str, str]) -> FittedJudge | None:
     """The pinned judge at ``path`` if it was fitted on exactly ``inputs``, else ``None``.
 
     A missing file is silent; a file fitted on other inputs is logged with the first input that
@@ -132,8 +137,6 @@ def load(path: Path, inputs: dict[str, str]) -> Any | None:
     Raises:
         ConfigError: the file exists but is not a pinned judge (the message names it).
     """
-    from rag.judge.offline import FittedJudge
-
     if not path.exists():
         return None
     try:
@@ -162,34 +165,3 @@ def load(path: Path, inputs: dict[str, str]) -> Any | None:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"{paths.display(path)} is not a pinned judge: {e}") from e
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Fit the offline judges (full train set, and the smoke profile's subset) and pin them."""
-    import argparse
-
-    from rag.judge.offline import JUDGES, OfflineJudge
-
-    ap = argparse.ArgumentParser(prog="python -m rag.judge.pinned", description=main.__doc__)
-    ap.add_argument("--judges", nargs="*", default=sorted(JUDGES), help="judge names")
-    ap.add_argument(
-        "--train-limits",
-        nargs="*",
-        type=int,
-        default=[0, 240],
-        help="0: all train pairs; N: the first N (whole claims), as the smoke profile fits",
-    )
-    args = ap.parse_args(argv)
-    for name in args.judges:
-        if name not in JUDGES:
-            raise SystemExit(f"unknown judge {name!r}; known: {sorted(JUDGES)}")
-        for limit in args.train_limits:
-            settings = JUDGES[name].model_copy(update={"train_limit": limit})
-            judge = OfflineJudge(settings, fit_only=True)
-            out = write(judge.fitted, judge.pin_inputs, pin_path(settings))
-            print(f"{name} (train_limit={limit}): {paths.display(out)}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
