@@ -2,7 +2,7 @@
 faithfulness grades.
 
 ranx's metrics are numba kernels. At this lab's sizes (hundreds of queries x 100 documents)
-compiling them costs far more than it saves: every new process spent seconds to tens of seconds
+compiling them costs far more than it saves: a new process spends seconds to tens of seconds
 compiling numba's typed containers (never cached on disk), and a new venv more for the kernels,
 against a fraction of a second to score the same runs as plain Python
 (``outputs/bench/ranx_jit.json``, docs/decisions.md; both modes give identical per-query values).

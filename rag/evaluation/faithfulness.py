@@ -77,8 +77,8 @@ class AnswererGrade:
         return out
 
     def cost(self) -> dict[str, Any]:
-        a = list(self.answers.values())
         """Cost, tokens, fresh and cached calls, and mean fresh latency of the answers."""
+        a = list(self.answers.values())
         fresh = [x for x in a if not x.cached]
         return {
             "cost_usd": float(sum(x.cost_usd for x in fresh)),
