@@ -188,6 +188,11 @@ def test_the_two_written_layouts_round_trip():
                          "ci_method": "BCa"}, "balanced_accuracy").method_used == "BCa"  # fmt: skip
 
 
+def test_a_malformed_stored_pair_is_named():
+    with pytest.raises(EvaluationError, match=r"ci=\[0\.4\]"):
+        CI.from_dict({"mean": 0.5, "ci": [0.4]})
+
+
 def test_missing_values_are_an_explicit_record_not_nan():
     ci = CI.missing()
     assert (ci.estimate, ci.bounds, ci.n, ci.defined) == (None, (None, None), 0, False)

@@ -3,6 +3,8 @@
 Every retrieval or answer metric in this project is a mean over questions, and the questions are a
 small sample. This module says how much that mean could move with another sample of questions:
 
+* :class:`CI` — the one interval record (estimate, bounds, n, method) every metric, table and
+  reading uses; it writes and reads back the ``metrics.json`` layouts.
 * :func:`bootstrap_ci` — a 95 % bootstrap confidence interval (Efron & Tibshirani 1993, *An
   Introduction to the Bootstrap*), BCa by default (Efron 1987, "Better bootstrap confidence
   intervals", JASA 82), through :func:`scipy.stats.bootstrap`. The undefined cases are explicit:
@@ -83,6 +85,8 @@ class CI:
         if isinstance(inner, Mapping):
             low, high = inner.get("ci_low"), inner.get("ci_high")
         elif isinstance(inner, list | tuple):
+            if len(inner) != 2:
+                raise EvaluationError(f"a stored interval needs [low, high], got ci={inner!r}")
             low, high = inner
         else:
             low, high = d.get("ci_low"), d.get("ci_high")
