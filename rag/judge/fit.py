@@ -237,7 +237,7 @@ def fit_classifiers(
 ) -> dict:
     """The judge's classifiers on a feature matrix: the support model and its threshold chosen by
     grouped CV over ``folds``, the unsupported/not-found model, and (offline-v2) the contradiction
-    veto. :func:`fit_judge` uses it on the judge's own features; benches pass extra columns."""
+    veto. :func:`fit_judge` uses it on the judge's own features; experiments pass extra columns."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import balanced_accuracy_score
     from sklearn.pipeline import make_pipeline

@@ -75,8 +75,8 @@ class OfflineJudge:
         fit_only: bool = False,
     ) -> None:
         self.settings = settings or OfflineJudgeSettings()
-        # fp32 MiniLM, whatever the index's default: the validated numbers (SciFact dev BA,
-        # CONTRADICT recall) were measured with fp32 features; bf16 ones are not validated yet
+        # fp32 MiniLM, whatever the index's default: the judge is validated (SciFact dev BA,
+        # CONTRADICT recall) on fp32 features, not on bf16 ones
         self.embedder = embedder or minilm(
             batch_size=self.settings.batch_size, passage_backend="torch"
         )
