@@ -152,7 +152,7 @@ def test_faithfulness_metrics(smoke_run):
     assert jv["ci_low"] > 0.5
     assert {"extractive", "local"} <= set(m["answerers"])
     # every API model is either run or reported as not run (no key), never silently dropped
-    for name in ("gpt-4o-mini", "claude-3-5-haiku", "llama-3.1-8b-instant"):
+    for name in ("gpt-4.1-mini", "claude-haiku-4-5", "llama-3.1-8b-instant"):
         assert (name in m["answerers"]) != (name in m["not_run"]), name
     assert ("gpt-4o-mini" in m["judge_validation"]) != ("gpt-4o-mini" in m["judges_not_run"])
     ext = m["answerers"]["extractive"]
@@ -222,6 +222,6 @@ def test_conversation_metrics(smoke_run):
     assert rest["original (upper bound)"]["share"] == 1.0
     assert rest["rewrite: rules"]["restored"] == 2
     assert len(m["pairwise"]["ndcg@10"]) == len(m["pairwise"]["recall@10"]) == 6
-    for name in ("gpt-4o-mini", "claude-3-5-haiku", "llama-3.1-8b-instant"):
+    for name in ("gpt-4.1-mini", "claude-haiku-4-5", "llama-3.1-8b-instant"):
         status = m["rewriters"][f"llm:{name}"]
         assert status.startswith("run") == (f"rewrite: llm:{name}" in m["retrieval"]), status
