@@ -13,17 +13,15 @@ import threading
 import time
 
 import pytest
+from fastapi.testclient import TestClient
 
-pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
-
-from rag.judge import Verdict, judge_claims  # noqa: E402
-from rag.llm.base import Completion  # noqa: E402
-from rag.serve.app import create_app  # noqa: E402
-from rag.serve.config import ServeSettings, profile_settings  # noqa: E402
-from rag.serve.guard import scrub  # noqa: E402
-from rag.serve.index import MANIFEST, SEGMENTS, ServedIndex, read_manifest  # noqa: E402
-from tests.serve_support import tiny_lab  # noqa: E402
+from rag.judge import Verdict, judge_claims
+from rag.llm.base import Completion
+from rag.serve.app import create_app
+from rag.serve.config import ServeSettings, profile_settings
+from rag.serve.guard import scrub
+from rag.serve.index import MANIFEST, SEGMENTS, ServedIndex, read_manifest
+from tests.serve_support import tiny_lab
 
 OFFLINE = ServeSettings(allow_network=False, rate_limit_per_minute=0)
 

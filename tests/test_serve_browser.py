@@ -14,17 +14,15 @@ import threading
 import time
 from pathlib import Path
 
+import playwright  # noqa: F401  (a dev dependency: missing means a broken install, not a skip)
 import pytest
+import uvicorn
 
+from rag.serve.app import create_app
+from rag.serve.config import ServeSettings
 from tests.pagecheck import CHROMIUM_ARGS
-
-pytest.importorskip("playwright")
-uvicorn = pytest.importorskip("uvicorn")
-
-from rag.serve.app import create_app  # noqa: E402
-from rag.serve.config import ServeSettings  # noqa: E402
-from tests.serve_support import tiny_lab  # noqa: E402
-from tests.test_serve import WordJudge  # noqa: E402
+from tests.serve_support import tiny_lab
+from tests.test_serve import WordJudge
 
 CHROMIUM = next(
     (p for p in ("/usr/bin/chromium", shutil.which("chromium") or "") if p and Path(p).exists()),
