@@ -22,6 +22,18 @@ ALLOW_NO_SHARED_ENV = "RAG_ALLOW_NO_SHARED"
 IGNORED_ENV = {"PYTEST_CURRENT_TEST", *isolation.LIBRARY_ENV}
 
 
+#: Per-test limits (s) for tiers whose tests run notebooks or whole-corpus work: the first test of
+#: the notebook tier also carries the session's one run of every notebook (``smoke_run``).
+TIER_TIMEOUT_S = {"notebooks": 1800, "slow": 3600}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        limits = [s for tier, s in TIER_TIMEOUT_S.items() if item.get_closest_marker(tier)]
+        if limits and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(max(limits)))
+
+
 def pytest_configure(config):
     isolation.clear_provider_keys()
     os.environ.update(isolation.OFFLINE_ENV)
@@ -121,8 +133,9 @@ def tmp_cache(tmp_path, monkeypatch):
 def build_tiny_bert(folder, words, *, classifier: bool, max_positions: int = 64):
     """Save a 2-layer, hidden-32 BERT (a 1-label classifier or a bare encoder) and a WordPiece
     tokenizer over ``words`` to ``folder``; returns (model, tokenizer). Seeded, so deterministic."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import torch
+    import transformers
+
     folder.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
