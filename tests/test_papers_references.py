@@ -67,6 +67,21 @@ def test_numbered_list_splits_at_markers_in_sequence_even_mid_block():
     assert numbered_count(blocks) == 7  # the largest [N], by definition of the measurement
 
 
+def test_markers_of_a_column_read_early_still_open_entries():
+    # the reading order put the last entry [12] after [2], and a column holding [10] [11] inside
+    # entry [4]; "[14]" inside entry [6] opens nothing (it does not follow a full stop)
+    text = (
+        "[1] A. 2019. T1. [2] B. 2019. T2. [12] L. 2023. T12. [3] C. 2020. T3. [4] D. Dee, "
+        "[10] J. 2022. T10. [11] K. 2022. T11. and E. Eve. 2020. T4. [5] F. 2020. T5. "
+        "[6] G. See [14] here. T6. [7] H. T7. [8] I. T8. [9] J. T9."
+    )
+    refs = split_references([_block(text)])
+    assert [r.label for r in refs] == "1 2 12 3 4 10 11 5 6 7 8 9".split()
+    assert refs[8].text == "[6] G. See [14] here. T6."
+    assert refs[4].text == "[4] D. Dee,"  # the rest of [4] was read after the column: it stays
+    assert refs[6].text == "[11] K. 2022. T11. and E. Eve. 2020. T4."
+
+
 def test_numbered_count_is_zero_for_an_unnumbered_list():
     assert numbered_count([_block("A. Author. 2019. A title [1] in a venue.")]) == 0
 

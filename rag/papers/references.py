@@ -6,8 +6,8 @@ blocks do not follow entries: a block may hold one line of an entry, or the end 
 the start of the next, or a whole column. So entries are cut from three signals, in order:
 
 1. **Numbered lists** (``[1] ... [2] ...``): the markers ``[N]`` taken in sequence, wherever they
-   sit in a block; a marker is accepted only 1-3 above the last one, so a bracketed number inside
-   an entry does not cut it.
+   sit in a block; a marker is accepted 1-3 above the last one, or ahead of the sequence when a
+   column was read early (:func:`_sequence`), so a bracketed number inside an entry does not cut.
 2. **Label lists** (``[Devlin et al.2019] ...``): a bracketed author-year label opens an entry.
 3. **Author-year lists**: a block whose left edge sits on its column's margin opens an entry, one
    indented past it continues the previous one (the hanging indent of ACL, NeurIPS and ICLR
@@ -75,14 +75,51 @@ def reference_blocks(parsed: ParsedPaper) -> list[Block]:
 
 
 def _sequence(text: str) -> list[tuple[int, int]]:
-    """``(position, number)`` of the markers ``[N]`` that continue the sequence 1, 2, 3, ..."""
+    """``(position, number)`` of the markers ``[N]`` that open entries, in text order.
+
+    A marker continues the sequence 1, 2, 3, ... (1-3 above the last one). A column that the
+    reading order placed early shows as markers ahead of the sequence: they are taken too when
+    they run on from each other (``[33] [34]`` between ``[15]`` and ``[16]``), or when a number
+    occurs once only, is within the list's length and opens an entry (after a full stop, before a
+    capital: a displaced last entry); the sequence then resumes where it was.
+    """
+    marks = [(m.start(), int(m.group(1))) for m in _MARKER.finditer(text)]
+    ends = {m.start(): m.end() for m in _MARKER.finditer(text)}
+
+    def at_entry_start(pos: int) -> bool:
+        before = text[:pos].rstrip()
+        return (not before or before[-1] in '.)"\u201d') and text[ends[pos] :].lstrip()[
+            :1
+        ].isupper()
+
+    counts: dict[int, int] = {}
+    for _, n in marks:
+        counts[n] = counts.get(n, 0) + 1
+    limit = len(counts) + 3
     out: list[tuple[int, int]] = []
+    used: set[int] = set()
     last = 0
-    for m in _MARKER.finditer(text):
-        n = int(m.group(1))
+    ahead = 0  # the last marker taken ahead of the sequence
+    for i, (pos, n) in enumerate(marks):
+        if n in used:
+            continue
+        nxt = marks[i + 1][1] if i + 1 < len(marks) else None
         if last < n <= last + 3 and (last > 0 or n == 1):
-            out.append((m.start(), n))
             last = n
+        elif (
+            last
+            and n > last + 3
+            and (
+                (ahead and n == ahead + 1)
+                or nxt == n + 1
+                or (counts[n] == 1 and n <= limit and at_entry_start(pos))
+            )
+        ):
+            ahead = n
+        else:
+            continue
+        used.add(n)
+        out.append((pos, n))
     return out
 
 

@@ -20,6 +20,7 @@ against their union; (3) entry counts on every paper, and time. Writes
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import re
@@ -37,6 +38,13 @@ log = logging.getLogger(__name__)
 
 
 def _refextract(text: str) -> list[dict]:
+    """refextract's references for ``text``, cached by the text's sha256 and refextract's version
+    (it takes seconds per paper, and its input does not change when this package's splitter
+    does)."""
+    key = hashlib.sha256(f"{_version()}|{text}".encode()).hexdigest()[:24]
+    path = paths.cache_dir("refextract") / f"{key}.json"
+    if path.exists():
+        return json.loads(path.read_text())
     try:
         from refextract import extract_references_from_string
     except ImportError as e:
@@ -44,7 +52,9 @@ def _refextract(text: str) -> list[dict]:
             "refextract is not installed here; run this module in a separate environment "
             "(see the module docstring)"
         ) from e
-    return extract_references_from_string(text, is_only_references=True)
+    refs = extract_references_from_string(text, is_only_references=True)
+    path.write_text(json.dumps(refs))
+    return refs
 
 
 def _rx_ids(ref: dict) -> list[str]:
