@@ -43,6 +43,10 @@ LIBRARY_ENV = frozenset(
 )  # fmt: skip
 
 
+#: Variables ``ray.init`` sets in the driver process and ``ray.shutdown`` leaves behind.
+RAY_DRIVER_ENV = ("PYTHONBREAKPOINT", "RAY_AUTH_MODE", "RAY_CLIENT_MODE")
+
+
 class OutsideNetworkError(RuntimeError):
     """A test tried to reach an address outside this machine (not an ``OSError``, so retry
     loops and "network unreachable" fallbacks do not hide it)."""

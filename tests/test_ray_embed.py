@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import ray
 
 from rag.errors import ConfigError, IndexBuildError
 from rag.index.embed_cache import embed_texts
+from rag.index.ray_embed import machine_plan, ray_embed_texts
 from tests.fakeembed import BowEmbedder
-
-ray = pytest.importorskip("ray")
-
-from rag.index.ray_embed import machine_plan, ray_embed_texts  # noqa: E402
+from tests.isolation import RAY_DRIVER_ENV, restored_env
 
 TEXTS = [
     "dense retrieval with dual encoders",
@@ -39,8 +38,9 @@ class FailingBow(BowEmbedder):
 
 @pytest.fixture(scope="module")
 def local_ray():
-    yield
-    ray.shutdown()
+    with restored_env(*RAY_DRIVER_ENV):
+        yield
+        ray.shutdown()
 
 
 def test_ray_vectors_equal_serial_and_share_the_cache(tmp_cache, local_ray):

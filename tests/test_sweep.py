@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import nbformat
 import pandas as pd
@@ -21,6 +20,8 @@ import pytest
 
 from rag.errors import ConfigError, NotebookError
 from rag.report import kernels, profiles, runner, sweep, sweep_config, sweep_results
+from tests.isolation import RAY_DRIVER_ENV, restored_env
+from tests.polling import wait_until
 
 TIMING = ["wall_s"]
 
@@ -191,11 +192,11 @@ def test_a_killed_sweep_resumes_where_it_stopped(project):
         start_new_session=True,
     )
     first = out / "x=1,sleep_s=3.0" / "manifest.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if first.exists() and json.loads(first.read_text()).get("status") == "ok":
-            break
-        time.sleep(0.2)
+    wait_until(
+        lambda: first.exists() and json.loads(first.read_text()).get("status") == "ok",
+        what="the first cell to finish",
+        interval_s=0.2,
+    )
     os.killpg(proc.pid, signal.SIGKILL)  # the sweep, its worker and the worker's kernel
     proc.wait()
     done_before = json.loads(first.read_text())
@@ -241,13 +242,13 @@ def smoke_sweeps(tmp_path_factory, shared_dir):
 
     Notebook 04 reads SciFact and the gold from the shared folder: without it, skip (visibly,
     through ``shared_dir``) instead of failing both cells."""
-    pytest.importorskip("ray")
     root = tmp_path_factory.mktemp("sweeps")
-    return {
-        engine: (sweep.run_sweep("smoke", engine=engine, workers=2, output_root=str(root / engine)),
-                 root / engine / "smoke")
-        for engine in ("local", "ray")
-    }  # fmt: skip
+    with restored_env(*RAY_DRIVER_ENV):
+        return {
+            engine: (sweep.run_sweep("smoke", engine=engine, workers=2,
+                                     output_root=str(root / engine)), root / engine / "smoke")
+            for engine in ("local", "ray")
+        }  # fmt: skip
 
 
 @pytest.mark.notebooks

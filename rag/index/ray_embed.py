@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from rag import paths
 from rag.errors import ConfigError, IndexBuildError
 from rag.index.embed import Embedder, load_embedder, normalise
 from rag.index.embed_cache import _lookup, _open_cache, text_key
+from rag.shard import process_env
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +108,8 @@ def init_ray(address: str | None = None) -> float:
 
 
 def start_ray(kw: dict[str, Any]) -> None:
-    """``ray.init(**kw)``, retried; a local Ray (no ``address``) gets :data:`RAY_LOCAL_ENV` first.
+    """``ray.init(**kw)``, retried; a local Ray (no ``address``) gets :data:`RAY_LOCAL_ENV` while
+    it starts.
 
     The one place Ray is started, for the embedding job and for ``rag sweep --engine ray``: on a
     busy machine the raylet can miss Ray's own 30 s start deadline ("The current node timed out
@@ -115,27 +118,24 @@ def start_ray(kw: dict[str, Any]) -> None:
     import ray
     from tenacity import Retrying, before_sleep_log, stop_after_attempt, wait_fixed
 
-    if "address" not in kw:
-        for var, value in RAY_LOCAL_ENV.items():
-            os.environ.setdefault(var, value)
-    for attempt in Retrying(
-        stop=stop_after_attempt(RAY_INIT_ATTEMPTS),
-        wait=wait_fixed(2),
-        before_sleep=before_sleep_log(logger, logging.WARNING),
-        reraise=True,
-    ):
-        with attempt:
-            try:
-                ray.init(**kw)
-            except Exception:
-                ray.shutdown()
-                raise
+    local_env = RAY_LOCAL_ENV if "address" not in kw else {}
+    with process_env(local_env, keep_set=True):  # Ray's processes read them when they start
+        for attempt in Retrying(
+            stop=stop_after_attempt(RAY_INIT_ATTEMPTS),
+            wait=wait_fixed(2),
+            before_sleep=before_sleep_log(logger, logging.WARNING),
+            reraise=True,
+        ):
+            with attempt:
+                try:
+                    ray.init(**kw)
+                except Exception:
+                    ray.shutdown()
+                    raise
 
 
 def _pythonpath() -> list[str]:
     # workers import the project (and test helpers) the way the driver does
-    from rag import paths
-
     return [str(paths.resolve(".")), os.environ.get("PYTHONPATH", "")]
 
 
@@ -253,17 +253,14 @@ def bench_ray_embedding(texts: list[str], embedder: Any, repeats: int = 1) -> di
 
     ids = [str(i) for i in range(len(texts))]
     res: dict[str, Any] = {"n_texts": len(texts), "embedder": embedder.fingerprint}
-    old = os.environ.get("RAG_CACHE_DIR")
     try:
         serial, rayt, stats = [], [], {}
         for r in range(repeats):
-            with tempfile.TemporaryDirectory() as tmp:
-                os.environ["RAG_CACHE_DIR"] = tmp
+            with tempfile.TemporaryDirectory() as tmp, process_env({paths.CACHE_ENV: tmp}):
                 t0 = time.perf_counter()
                 embed_texts(ids, texts, embedder, show_progress=False)
                 serial.append(time.perf_counter() - t0)
-            with tempfile.TemporaryDirectory() as tmp:
-                os.environ["RAG_CACHE_DIR"] = tmp
+            with tempfile.TemporaryDirectory() as tmp, process_env({paths.CACHE_ENV: tmp}):
                 # the first block carries the actor start and model load: time a warm-up separately
                 t0 = time.perf_counter()
                 stats = {}
@@ -280,9 +277,5 @@ def bench_ray_embedding(texts: list[str], embedder: Any, repeats: int = 1) -> di
         res["ratio"] = round(min(serial) / min(rayt), 3)
         res["plan"] = {k: stats.get(k) for k in ("concurrency", "threads", "blocks")}
     finally:
-        if old is None:
-            os.environ.pop("RAG_CACHE_DIR", None)
-        else:
-            os.environ["RAG_CACHE_DIR"] = old
         ray.shutdown()
     return res
