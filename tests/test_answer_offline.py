@@ -120,7 +120,6 @@ def test_grammar_bounds_are_config_errors(kw):
 
 
 def test_grammar_parses_in_llama_cpp():
-    pytest.importorskip("llama_cpp")
     from rag.llm.local import compile_grammar
 
     g = compile_grammar(answer_grammar([1, 2, 3], refusal=REFUSAL, yes_no=True))
@@ -129,7 +128,6 @@ def test_grammar_parses_in_llama_cpp():
 
 @pytest.mark.slow
 def test_fast_greedy_grammar_gives_the_same_text_as_llama_cpp_full_filter():
-    pytest.importorskip("llama_cpp")
     from llama_cpp import LlamaGrammar
 
     from rag.answer.prompts import build_messages
@@ -150,7 +148,6 @@ def test_fast_greedy_grammar_gives_the_same_text_as_llama_cpp_full_filter():
 
 @pytest.mark.slow
 def test_real_smollm2_under_the_grammar_cites_a_given_source_or_refuses():
-    pytest.importorskip("llama_cpp")
     from rag.answer.prompts import build_messages
     from rag.llm.local import LocalBackend
 

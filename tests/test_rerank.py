@@ -26,7 +26,8 @@ def tiny_cross_encoder(tmp_path_factory):
 
 
 def test_cross_encoder_scores_match_the_model_forward_pass(tiny_cross_encoder):
-    torch = pytest.importorskip("torch")
+    import torch
+
     path, model, tok = tiny_cross_encoder
     rr = CrossEncoderReranker(path, max_length=32)
     assert isinstance(rr, Reranker) and rr.name == f"cross-encoder[{path.name}]"

@@ -79,7 +79,6 @@ def test_more_workers_than_items_is_fine():
 def test_sharded_local_answers_equal_the_one_instance_answers():
     """Two single-thread llama.cpp instances in pinned shards write what one 2-thread instance
     writes, question for question, and each instance serves its own shard."""
-    pytest.importorskip("llama_cpp")
     from rag.answer.context import assemble_context
     from rag.answer.llm import LLMAnswerer
     from rag.answer.run import answer_all

@@ -30,8 +30,8 @@ def no_network(monkeypatch):
 
 
 def _local(engine: str, cache=None, meter=None):
-    if engine != "auto" and (why := engine_missing(engine)) is not None:
-        pytest.skip(why)
+    # both engines are required dependencies: a missing one is a broken install, not a skip
+    assert engine == "auto" or engine_missing(engine) is None, engine_missing(engine)
     s = LLMSettings(local_backend=engine)
     return make_chat_model("smollm2-135m", s, cache=cache, meter=meter, keys=ApiKeys())
 

@@ -7,14 +7,10 @@ import pytest
 from rag.errors import ConfigError
 from rag.llm.cache import CompletionCache
 from rag.llm.factory import make_chat_model
-from rag.llm.local import LocalBackend, converted_gguf, engine_missing, find_gguf
+from rag.llm.local import LocalBackend, converted_gguf, find_gguf
 from rag.llm.settings import ApiKeys, LLMSettings
 
 Q = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
-
-needs_llama = pytest.mark.skipif(
-    engine_missing("llama_cpp") is not None, reason=str(engine_missing("llama_cpp"))
-)
 
 
 def test_q4_1_is_the_packaged_file_and_unknown_weights_are_named():
@@ -23,7 +19,6 @@ def test_q4_1_is_the_packaged_file_and_unknown_weights_are_named():
         converted_gguf("int3")  # type: ignore[arg-type]
 
 
-@needs_llama
 def test_backend_names_unknown_weights():
     with pytest.raises(ConfigError, match="'int3'"):
         LocalBackend("llama_cpp", weights="int3")  # type: ignore[arg-type]
@@ -34,7 +29,6 @@ def test_transformers_ignores_the_setting_and_keeps_the_q4_1_cache_key():
     assert b.weights == "q4_1" and b.weights_tag is None
 
 
-@needs_llama
 def test_conversion_is_made_once_into_the_cache_and_loads(tmp_cache):
     import gguf
 
@@ -49,7 +43,6 @@ def test_conversion_is_made_once_into_the_cache_and_loads(tmp_cache):
     assert "Q4_1" in src_types
 
 
-@needs_llama
 def test_converted_weights_answer_and_never_share_cache_entries_with_q4_1(tmp_cache, tmp_path):
     cache = CompletionCache(tmp_path / "llm-cache")
     models = {
