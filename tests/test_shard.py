@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 
 import pytest
 
+from rag import paths
 from rag.shard import cpu_slices, current_slot, process_env, sharded_map, usable_cpus
 
 TWO_CPUS = pytest.mark.skipif(
@@ -189,3 +191,21 @@ def test_process_env_keep_set_lets_the_user_win_and_restores_on_error(monkeypatc
         assert os.environ["RAG_T_SET"] == "user" and os.environ["RAG_T_NEW"] == "b"
         raise KeyError("inside")
     assert os.environ["RAG_T_SET"] == "user" and "RAG_T_NEW" not in os.environ
+
+
+def test_only_process_env_writes_the_environment():
+    """Code sets process-wide variables through process_env (scoped to a block), except two set
+    for the life of their process on purpose: numba's JIT switch (it must precede ranx's import of
+    numba) and tqdm's interval inside a report kernel (rag/report/quiet.py)."""
+    write = re.compile(
+        r"os\.environ(\[[^]]+\]\s*=[^=]|\.(update|setdefault|pop|clear|popitem)\()"
+        r"|os\.(putenv|unsetenv)\("
+    )
+    allowed = {"shard.py", "evaluation/__init__.py", "report/quiet.py"}
+    found = {
+        p.relative_to(paths.project_root() / "rag").as_posix()
+        for p in (paths.project_root() / "rag").rglob("*.py")
+        if write.search(p.read_text(encoding="utf-8"))
+    }
+    assert found <= allowed, sorted(found - allowed)
+    assert "shard.py" in found  # the pattern does find a write
