@@ -7,6 +7,7 @@ one bites: here in process, and end to end in a child pytest started with provid
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -99,3 +100,16 @@ def test_keys_set_for_the_test_command_never_reach_a_test(tmp_path):
     assert "reached outside this machine" in swallowed and "192.0.2.1" in swallowed
     assert "['RAG_LEAK_PROBE']" in failures["test_a_leaked_variable_fails_the_module"]
     assert out.returncode == 1
+
+
+def test_no_test_times_itself():
+    """Speed belongs to the benchmarks (``outputs/bench``): no test reads a clock to assert how
+    long something took (deadlines for polling use ``time.monotonic``, tests/polling.py)."""
+    clock = re.compile(r"\b(perf_counter|process_time)\(\)|\btimeit\b")
+    tests = paths.project_root() / "tests"
+    offenders = sorted(
+        p.relative_to(tests).as_posix()
+        for p in tests.rglob("*.py")
+        if clock.search(p.read_text(encoding="utf-8"))
+    )
+    assert offenders == []
