@@ -113,3 +113,26 @@ def test_no_test_times_itself():
         if clock.search(p.read_text(encoding="utf-8"))
     )
     assert offenders == []
+
+
+def test_required_dependencies_are_imported_not_skipped():
+    """``importorskip`` is for optional packages only: skipping on a package the project requires
+    would turn a broken install into a green run."""
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    project = tomllib.loads((paths.project_root() / "pyproject.toml").read_text())["project"]
+    required = {norm(re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0]) for d in project["dependencies"]}
+    dists = packages_distributions()
+    skipped = re.compile(r"importorskip\(\s*[\"']([\w.]+)")
+    tests = paths.project_root() / "tests"
+    offenders = sorted(
+        f"{p.relative_to(tests).as_posix()}: {m}"
+        for p in tests.rglob("*.py")
+        for m in skipped.findall(p.read_text(encoding="utf-8"))
+        if {norm(d) for d in dists.get(m.split(".")[0], [])} & required
+    )
+    assert offenders == []

@@ -20,7 +20,6 @@ PASSAGE = (
 
 @pytest.fixture(scope="module")
 def scorer():
-    pytest.importorskip("llama_cpp")
     return judge_lm.ClaimScorer(judge_lm.load_llm(n_ctx=256), max_tokens=250)
 
 
