@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rag.serve.commands import add_parsers as add_serve_parsers
 
     add_serve_parsers(sub)  # search, ask, chat, serve
+    from rag.serve.desk_commands import add_parsers as add_desk_parsers
+
+    add_desk_parsers(sub)  # cites, related, summary, mcp
     return p
 
 

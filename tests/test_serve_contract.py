@@ -2,7 +2,8 @@
 
 For every route of the document, each status code it declares is provoked for real (a valid
 request, malformed JSON, a body over the limit, an invalid field, no key, an emptied rate bucket,
-a lab still loading, an internal error past the guard, an unknown job) and the codes observed
+a lab still loading, an internal error past the guard, an unknown job or paper, a query parameter
+out of range) and the codes observed
 must equal the codes declared; every error body must be the one documented error model. The
 fuzzer over a live ``rag serve`` is ``test_serve_fuzz.py``.
 """
@@ -82,12 +83,24 @@ def _documented(app) -> dict[tuple[str, str], set[int]]:
     }
 
 
-def _url(path: str, job_id: str) -> str:
-    return path.replace("{job_id}", job_id)
+#: A served paper of :func:`tiny_lab` (the paper routes' valid id).
+PAPER = "1607.01759"
+#: An out-of-range query parameter per paper route that takes any (the 422 it declares).
+BAD_QUERY = {
+    "/papers/{arxiv_id}/related": {"k": 0},
+    "/papers/{arxiv_id}/summary": {"sentences": 21},
+}
 
 
-def _call(c: TestClient, method: str, path: str, *, job_id: str = "nojob", body=None, **kw):
-    url = _url(path, job_id)
+def _url(path: str, job_id: str, arxiv_id: str = PAPER) -> str:
+    return path.replace("{job_id}", job_id).replace("{arxiv_id}", arxiv_id)
+
+
+def _call(
+    c: TestClient, method: str, path: str, *, job_id: str = "nojob", arxiv_id: str = PAPER,
+    body=None, **kw,
+):  # fmt: skip
+    url = _url(path, job_id, arxiv_id)
     if method == "GET":
         return c.get(url, **kw)
     return c.post(url, json=VALID_BODIES[path] if body is None else body, **kw)
@@ -125,6 +138,10 @@ def test_every_documented_status_is_produced_and_nothing_else(lab, monkeypatch):
             seen(route, _call(c, method, path, job_id=job_id))  # a valid request
             if "{job_id}" in path:
                 seen(route, _call(c, method, path, job_id="f" * 16))  # unknown job
+            if "{arxiv_id}" in path:
+                seen(route, _call(c, method, path, arxiv_id="2501.99999"))  # unknown paper
+            if path in BAD_QUERY:
+                seen(route, _call(c, method, path, params=BAD_QUERY[path]))  # out of range
             if method == "POST":
                 raw = {"content": b'{"query": ', "headers": {"content-type": "application/json"}}
                 seen(route, c.post(path, **raw))  # malformed JSON

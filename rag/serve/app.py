@@ -27,9 +27,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
@@ -38,8 +38,10 @@ from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag.errors import ConfigError, RagError, RetrievalError
+from rag.serve import desk_models as dm
 from rag.serve import models as m
 from rag.serve.config import LabSettings, ServeSettings
+from rag.serve.desk import Desk, RelatedMethod, UnknownPaperError
 from rag.serve.engine import ChoiceError, Lab, load_lab
 from rag.serve.guard import Guard, scrub
 from rag.serve.jobs import IngestWorker
@@ -51,7 +53,7 @@ API_KEY_ENV = "RAG_API_KEY"
 ERRORS: dict[int, str] = {
     400: "The request body is not valid JSON.",
     401: "The X-API-Key header is missing or wrong (only when the service has a key).",
-    404: "No ingest job has this id.",
+    404: "No ingest job or served paper has this id.",
     413: "The request body is over the limit (JSON bodies and PDF uploads have their own).",
     422: "A field is invalid or names an unavailable component; detail names the field first.",
     429: "Too many requests from this client; Retry-After says when to retry.",
@@ -145,6 +147,7 @@ class _State:
         self.lab: Lab | None = None
         self.cause = "starting"
         self.worker: IngestWorker | None = None
+        self.desk: Desk | None = None
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -176,6 +179,7 @@ def create_app(
             pdf_mirror=the_lab.settings.pdf_mirror,
             allow_network=serve.allow_network,
         )
+        state.desk = Desk(the_lab)
         state.lab, state.cause = the_lab, "ready"
 
     def load() -> None:
@@ -234,6 +238,10 @@ def create_app(
         return error(exc.status_code, kind.get(exc.status_code, "http error"), str(exc.detail),
                      getattr(exc, "headers", None))  # fmt: skip
 
+    @app.exception_handler(UnknownPaperError)
+    async def _unknown_paper(request: Request, exc: UnknownPaperError) -> JSONResponse:
+        return error(404, "unknown paper", str(exc))
+
     @app.exception_handler(ChoiceError)
     async def _choice(request: Request, exc: ChoiceError) -> JSONResponse:
         return error(422, "invalid request", f"{exc.field}: {exc}")
@@ -252,6 +260,12 @@ def create_app(
         if state.lab is None:
             raise StarletteHTTPException(503, f"not ready: {state.cause}")
         return state.lab
+
+    def need_desk() -> Desk:
+        need_lab()
+        if state.desk is None:
+            raise RuntimeError("the lab is loaded but its desk is not")
+        return state.desk
 
     @app.get("/health", response_model=m.Health)
     def health() -> dict[str, str]:
@@ -357,21 +371,37 @@ def create_app(
 
     @app.get("/papers", response_model=m.PapersResponse, responses=error_responses(*NEEDS_LAB))
     def papers() -> Any:
-        snap = need_lab().index.snapshot
-        return {
-            "n_papers": len(snap.papers),
-            "n_chunks": snap.n_chunks,
-            "papers": [
-                {
-                    "arxiv_id": p.paper_id,
-                    "title": p.title,
-                    "source": p.source,
-                    "n_chunks": p.n_chunks,
-                    "added_at": p.added_at,
-                }
-                for p in snap.papers
-            ],  # fmt: skip
-        }
+        return need_desk().list_papers()
+
+    paper_codes = error_responses(*NEEDS_LAB, 404)
+    query_codes = error_responses(*NEEDS_LAB, 404, 422)
+
+    @app.get("/papers/{arxiv_id}", response_model=dm.PaperOut, responses=paper_codes)
+    def paper(arxiv_id: str) -> Any:
+        return need_desk().get_paper(arxiv_id)
+
+    @app.get("/papers/{arxiv_id}/citations", response_model=dm.CitationsOut,
+             responses=paper_codes)  # fmt: skip
+    def paper_citations(arxiv_id: str) -> Any:
+        return need_desk().citations(arxiv_id)
+
+    @app.get("/papers/{arxiv_id}/related", response_model=dm.RelatedOut, responses=query_codes)
+    def paper_related(
+        arxiv_id: str,
+        k: Annotated[int, Query(ge=1, le=m.MAX_K, description="Related papers to return.")] = 10,
+        method: Annotated[RelatedMethod, Query(description="fusion: RRF of text and co-citation.")]
+        = "fusion",
+    ) -> Any:  # fmt: skip
+        return need_desk().related(arxiv_id, k=k, method=method)
+
+    @app.get("/papers/{arxiv_id}/summary", response_model=dm.SummaryOut, responses=query_codes)
+    def paper_summary(
+        arxiv_id: str,
+        sentences: Annotated[int, Query(ge=1, le=20, description="At most this many.")] = 5,
+        model: Annotated[str | None, Query(min_length=1, max_length=64,
+                                           description="A chat model; none: extractive.")] = None,
+    ) -> Any:  # fmt: skip
+        return need_desk().summarize(arxiv_id, sentences=sentences, model=model)
 
     static = resources.files("rag.serve") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")

@@ -176,6 +176,7 @@ class Health(BaseModel):
 class ServedPaperOut(BaseModel):
     arxiv_id: str
     title: str
+    category: str = Field(description="arXiv primary category ('' for an uploaded paper).")
     source: Literal["profile", "arxiv", "upload"]
     n_chunks: int
     added_at: str | None

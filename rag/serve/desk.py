@@ -1,0 +1,299 @@
+"""The paper desk: the lab's tools for a researcher's assistant, implemented once.
+
+``list_papers``, ``search``, ``ask`` (a cited answer, each claim judged), ``get_paper``, ``read``
+(a page or a chunk), ``citations`` (out and in), ``related`` and ``summarize`` (the papers
+stage's :func:`rag.papers.summarize.summarize`) take plain
+arguments and return JSON-ready dicts. The CLI (``rag cites``, ``rag related``, ``rag summary``),
+the HTTP routes under ``/papers`` and the MCP server (``rag mcp``) all call these methods.
+
+Every argument is validated by a pydantic model (``k`` from 1 to 50, a non-blank query, a paper
+id the served index holds) before any work; a bad one raises :class:`ToolInputError` naming the
+field and the value, and an unknown paper :class:`UnknownPaperError`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from rag import paths
+from rag.errors import ConfigError
+from rag.serve.engine import ChoiceError, Lab
+from rag.serve.models import MAX_K, Query, RetrieverName
+
+PaperId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
+#: The related-work rankings of :func:`rag.papers.related.related`.
+RelatedMethod = Literal["text", "cocitation", "coupling", "popularity", "fusion"]
+
+
+class ToolInputError(ChoiceError):
+    """A tool argument is invalid; ``field`` names it and the message names the value."""
+
+
+class UnknownPaperError(ToolInputError):
+    """The paper id is not one the served index holds."""
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchArgs(_Args):
+    query: Query = Field(description="What to search for.")
+    k: int = Field(5, ge=1, le=MAX_K, description="Hits to return.")
+    retriever: RetrieverName | None = Field(None, description="Default: the profile's retriever.")
+
+
+class AskArgs(_Args):
+    question: Query = Field(description="The question.")
+    k: int | None = Field(None, ge=1, le=MAX_K, description="Chunks in the context.")
+    retriever: RetrieverName | None = Field(None, description="Default: the profile's retriever.")
+    answerer: str = Field("extractive", min_length=1, max_length=64, description="Who answers.")
+    judge: bool = Field(True, description="Judge every claim with the offline judge.")
+
+
+class PaperArgs(_Args):
+    arxiv_id: PaperId = Field(description="An arXiv id of the served corpus (list_papers).")
+
+
+class ReadArgs(_Args):
+    arxiv_id: PaperId | None = Field(None, description="The paper whose page is read.")
+    page: int | None = Field(None, ge=1, le=10_000, description="1-based page number.")
+    chunk_id: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
+        None, description="A chunk id from search or read."
+    )
+
+
+class RelatedArgs(PaperArgs):
+    k: int = Field(10, ge=1, le=MAX_K, description="Related papers to return.")
+    method: RelatedMethod = Field("fusion", description="text, cocitation, coupling, popularity "
+                                  "or fusion (RRF of text and co-citation).")  # fmt: skip
+
+
+class SummaryArgs(PaperArgs):
+    sentences: int = Field(5, ge=1, le=20, description="At most this many summary sentences.")
+    model: str | None = Field(
+        None, min_length=1, max_length=64, description="A chat model; None: extractive, offline."
+    )
+
+
+def validate(model: type[BaseModel], /, **kwargs: Any) -> Any:
+    """``model(**kwargs)``, or :class:`ToolInputError` naming the first bad field and its value."""
+    try:
+        return model(**kwargs)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        value = err.get("input")
+        raise ToolInputError(name, f"{name}={value!r}: {err.get('msg', 'invalid')}") from None
+
+
+class Desk:
+    """The tools over one :class:`Lab`.
+
+    Args:
+        lab: the loaded lab (its served index and components).
+        citations_path: the corpus's ``citations.jsonl`` (default: where
+            :func:`rag.papers.measure.default_outputs` puts the pinned corpus's graph).
+    """
+
+    def __init__(self, lab: Lab, *, citations_path: str | None = None) -> None:
+        self.lab = lab
+        self._citations_path = citations_path
+        self._rows: list | None = None
+        self._vectors: tuple[int, dict[str, np.ndarray]] | None = None
+        self._meta: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    # -- what the desk reads -------------------------------------------------------------------
+
+    def _paper(self, arxiv_id: str) -> str:
+        pid = arxiv_id.strip()
+        if pid not in self.lab.index.snapshot.paper_ids():
+            raise UnknownPaperError(
+                "arxiv_id", f"arxiv_id={arxiv_id!r} is not a served paper; list_papers names them"
+            )
+        return pid
+
+    def _manifest(self) -> dict[str, Any]:
+        with self._lock:
+            if self._meta is None:
+                from rag.corpus.manifest import load_manifest
+
+                try:
+                    papers = load_manifest(self.lab.settings.manifest_path)
+                except ConfigError:
+                    papers = []
+                self._meta = {p.arxiv_id: p for p in papers}
+            return self._meta
+
+    def _citation_rows(self) -> list:
+        with self._lock:
+            if self._rows is None:
+                from rag.papers.graph import read_citations
+                from rag.papers.measure import default_outputs
+
+                manifest = self.lab.settings.manifest_path
+                path = self._citations_path or default_outputs(manifest, 0)[0]
+                self._rows = read_citations(paths.resolve(path))
+            return self._rows
+
+    def _paper_vectors(self) -> dict[str, np.ndarray]:
+        """Paper vectors from the served index's own chunks and vectors (cached per snapshot)."""
+        from rag.papers.related import paper_vectors
+
+        snap = self.lab.index.snapshot
+        with self._lock:
+            if self._vectors is None or self._vectors[0] != id(snap):
+                chunks = [snap.store[i] for i in snap.dense.ids]
+                self._vectors = (id(snap), paper_vectors(chunks, snap.dense.vectors))
+            return self._vectors[1]
+
+    def _title(self, pid: str) -> str:
+        t = self.lab.index.snapshot.titles.get(pid)
+        if t:
+            return t
+        p = self._manifest().get(pid)
+        return p.title if p else ""
+
+    # -- the tools -----------------------------------------------------------------------------
+
+    def list_papers(self) -> dict[str, Any]:
+        """Every served paper: id, title, category, source, chunk count and when it was added."""
+        snap, meta = self.lab.index.snapshot, self._manifest()
+        return {
+            "n_papers": len(snap.papers), "n_chunks": snap.n_chunks,
+            "papers": [
+                {
+                    "arxiv_id": p.paper_id, "title": p.title,
+                    "category": meta[p.paper_id].primary_category if p.paper_id in meta else "",
+                    "source": p.source, "n_chunks": p.n_chunks, "added_at": p.added_at,
+                }
+                for p in snap.papers
+            ],
+        }  # fmt: skip
+
+    def search(self, query: str, k: int = 5, retriever: str | None = None) -> dict[str, Any]:
+        """Ranked chunks for a query, each with its paper, page, section and text."""
+        a = validate(SearchArgs, query=query, k=k, retriever=retriever)
+        hits, meta = self.lab.search(a.query, a.k, a.retriever)
+        return {"query": a.query, "hits": hits, **meta}
+
+    def ask(
+        self,
+        question: str,
+        k: int | None = None,
+        retriever: str | None = None,
+        answerer: str = "extractive",
+        judge: bool = True,
+    ) -> dict[str, Any]:
+        """An answer with numbered citations and, with ``judge``, a verdict on every claim."""
+        a = validate(AskArgs, question=question, k=k, retriever=retriever, answerer=answerer,
+                     judge=judge)  # fmt: skip
+        r = self.lab.ask(a.question, k=a.k, retriever=a.retriever, answerer=a.answerer,
+                         judge=a.judge)  # fmt: skip
+        return r.to_dict()
+
+    def get_paper(self, arxiv_id: str) -> dict[str, Any]:
+        """A paper's metadata, its sections in reading order (with first page) and page count."""
+        pid = self._paper(validate(PaperArgs, arxiv_id=arxiv_id).arxiv_id)
+        snap = self.lab.index.snapshot
+        served = next(p for p in snap.papers if p.paper_id == pid)
+        chunks = self._chunks(pid)
+        sections: list[dict[str, Any]] = []
+        for c in chunks:
+            if c.section and (not sections or sections[-1]["section"] != c.section):
+                sections.append({"section": c.section, "page": c.page_start})
+        m = self._manifest().get(pid)
+        last = max((c.page_end for c in chunks), default=0)
+        return {
+            "arxiv_id": pid, "title": served.title or self._title(pid),
+            "category": m.primary_category if m else "", "version": m.version if m else "",
+            "url": f"https://arxiv.org/abs/{pid}", "source": served.source,
+            "pages": (m.pages if m and m.pages else last), "n_chunks": served.n_chunks,
+            "sections": sections,
+        }  # fmt: skip
+
+    def _chunks(self, pid: str) -> list:
+        store = self.lab.index.snapshot.store
+        chunks = [store[i] for i in store if store[i].paper_id == pid]
+        return sorted(chunks, key=lambda c: (c.page_start, c.char_start, c.chunk_id))
+
+    def read(
+        self, arxiv_id: str | None = None, page: int | None = None, chunk_id: str | None = None
+    ) -> dict[str, Any]:
+        """One chunk by id, or the indexed text of one page of a paper (its chunks in order)."""
+        a = validate(ReadArgs, arxiv_id=arxiv_id, page=page, chunk_id=chunk_id)
+        store = self.lab.index.snapshot.store
+        if a.chunk_id is not None:
+            if a.arxiv_id is not None or a.page is not None:
+                raise ToolInputError("chunk_id", "give chunk_id alone, or arxiv_id and page")
+            if a.chunk_id not in store:
+                raise ToolInputError("chunk_id", f"chunk_id={a.chunk_id!r} is not a served chunk")
+            chunks = [store[a.chunk_id]]
+            pid = chunks[0].paper_id
+        else:
+            if a.arxiv_id is None or a.page is None:
+                raise ToolInputError("page", "give arxiv_id and page, or chunk_id")
+            pid = self._paper(a.arxiv_id)
+            every = self._chunks(pid)
+            chunks = [c for c in every if c.page_start <= a.page <= c.page_end]
+            if not chunks:
+                last = max((c.page_end for c in every), default=0)
+                raise ToolInputError(
+                    "page", f"page={a.page} has no indexed text in {pid}; pages 1..{last}"
+                )
+        return {
+            "arxiv_id": pid, "title": self._title(pid), "page": a.page,
+            "chunks": [
+                {"chunk_id": c.chunk_id, "section": c.section, "page_start": c.page_start,
+                 "page_end": c.page_end, "text": c.text}
+                for c in chunks
+            ],
+        }  # fmt: skip
+
+    def citations(self, arxiv_id: str) -> dict[str, Any]:
+        """What a paper cites (corpus papers and resolved works outside it) and which corpus
+        papers cite it, each link with how it was resolved and the raw reference."""
+        from rag.papers.graph import paper_links
+
+        pid = self._paper(validate(PaperArgs, arxiv_id=arxiv_id).arxiv_id)
+        corpus = set(self._manifest()) | self.lab.index.snapshot.paper_ids()
+        links = paper_links(self._citation_rows(), pid, corpus)
+        for side in ("cites", "cited_by"):
+            for d in links[side]:
+                d["title"] = self._title(d["arxiv_id"]) if d["in_corpus"] else ""
+        links["n_cites"], links["n_cited_by"] = len(links["cites"]), len(links["cited_by"])
+        return links
+
+    def related(self, arxiv_id: str, k: int = 10, method: str = "fusion") -> dict[str, Any]:
+        """The served papers most related to one: text similarity of paper vectors, co-citation
+        and coupling from the citation graph, or their fusion (RRF of text and co-citation)."""
+        from rag.papers.graph import references_of
+        from rag.papers.related import related
+
+        a = validate(RelatedArgs, arxiv_id=arxiv_id, k=k, method=method)
+        pid = self._paper(a.arxiv_id)
+        vectors = self._paper_vectors()
+        corpus = sorted(vectors)
+        ranked = related(pid, corpus, vectors, references_of(self._citation_rows()),
+                         method=a.method, k=a.k)  # fmt: skip
+        for d in ranked:
+            d["title"] = self._title(d["arxiv_id"])
+        return {"arxiv_id": pid, "method": a.method, "related": ranked}
+
+    def summarize(
+        self, arxiv_id: str, sentences: int = 5, model: str | None = None
+    ) -> dict[str, Any]:
+        """A section-aware summary of a paper (abstract not read; extractive, or by ``model``),
+        each sentence judged against the paper by the lab's judge."""
+        from rag.papers.summarize import summarize
+
+        a = validate(SummaryArgs, arxiv_id=arxiv_id, sentences=sentences, model=model)
+        pid = self._paper(a.arxiv_id)
+        chat = self.lab.chat_model(a.model, "model") if a.model else None
+        return summarize(pid, sentences=a.sentences, chat_model=chat, judge=self.lab.judge(),
+                         manifest_path=self.lab.settings.manifest_path)  # fmt: skip

@@ -1,0 +1,108 @@
+"""``rag cites``, ``rag related``, ``rag summary`` and ``rag mcp``: shells over the paper desk.
+
+Each command loads the lab as ``rag ask`` does (same options, same cache) and calls one
+:class:`rag.serve.desk.Desk` method; ``--json`` prints the method's dict as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from typing import Any
+
+from rag.serve.commands import _common, _lab, k_arg
+
+RELATED_METHODS = ("text", "cocitation", "coupling", "popularity", "fusion")
+
+
+def _desk(args: argparse.Namespace):
+    from rag.serve.desk import Desk
+
+    return Desk(_lab(args))
+
+
+def _print_links(title: str, links: list[dict[str, Any]]) -> None:
+    print(f"{title} ({len(links)}):")
+    for d in links:
+        where = "corpus" if d["in_corpus"] else "outside"
+        name = f"  {d['title']}" if d.get("title") else ""
+        print(f"  {d['arxiv_id']:<22} {where:<7} {d['how']:<8}{name}")
+
+
+def cmd_cites(args: argparse.Namespace) -> int:
+    d = _desk(args).citations(args.arxiv_id)
+    if args.json:
+        print(json.dumps(d, indent=1))
+        return 0
+    _print_links(f"{d['arxiv_id']} cites", d["cites"])
+    _print_links(f"{d['arxiv_id']} is cited by", d["cited_by"])
+    return 0
+
+
+def cmd_related(args: argparse.Namespace) -> int:
+    d = _desk(args).related(args.arxiv_id, k=args.k, method=args.method)
+    if args.json:
+        print(json.dumps(d, indent=1))
+        return 0
+    print(f"related to {d['arxiv_id']} by {d['method']}:")
+    for r in d["related"]:
+        print(f"{r['rank']:>3}. {r['score']:.4f}  {r['arxiv_id']}  {r['title']}")
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    d = _desk(args).summarize(args.arxiv_id, sentences=args.sentences, model=args.model)
+    if args.json:
+        print(json.dumps(d, indent=1))
+        return 0
+    print(f"{d['title']} ({d['paper_id']}), {d['method']} summary:\n")
+    for s in d["sentences"]:
+        v = s["verdict"]
+        print(f"  [{v['label']}] {s['text']} (p. {s['page']})")
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from rag.serve.desk import Desk
+    from rag.serve.mcp_server import build_server
+
+    # stdout is the protocol's channel under stdio: whatever loading prints goes to stderr
+    with contextlib.redirect_stdout(sys.stderr):
+        desk = Desk(_lab(args))
+        server = build_server(desk, host=args.host, port=args.port)
+    server.run("streamable-http" if args.http else "stdio")
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Register ``cites``, ``related``, ``summary`` and ``mcp`` on the ``rag`` command."""
+    c = sub.add_parser("cites", help="what a paper cites and which corpus papers cite it")
+    c.add_argument("arxiv_id")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    _common(c)
+    c.set_defaults(func=cmd_cites)
+
+    r = sub.add_parser("related", help="related corpus papers (text, citations, or fusion)")
+    r.add_argument("arxiv_id")
+    r.add_argument("-k", type=k_arg, default=10, help="papers (default 10)")
+    r.add_argument("--method", default="fusion", choices=RELATED_METHODS)
+    r.add_argument("--json", action="store_true", help="machine-readable output")
+    _common(r)
+    r.set_defaults(func=cmd_related)
+
+    s = sub.add_parser("summary", help="a judged summary of a paper")
+    s.add_argument("arxiv_id")
+    s.add_argument("--sentences", type=int, default=5, help="at most this many (1-20)")
+    s.add_argument("--model", default=None, help="a chat model (default: extractive, offline)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    _common(s)
+    s.set_defaults(func=cmd_summary)
+
+    m = sub.add_parser("mcp", help="the paper desk as an MCP server (stdio; --http for HTTP)")
+    m.add_argument("--http", action="store_true", help="streamable HTTP on --host:--port")
+    m.add_argument("--host", default="127.0.0.1", help="(--http) default 127.0.0.1")
+    m.add_argument("--port", type=int, default=8765, help="(--http) default 8765")
+    _common(m)
+    m.set_defaults(func=cmd_mcp)

@@ -1,0 +1,142 @@
+"""``rag mcp``: the paper desk as a Model Context Protocol server (the official ``mcp`` SDK).
+
+Each tool is a :class:`rag.serve.desk.Desk` method; its arguments carry the desk's own bounds in
+their JSON schema (``k`` 1..50, a non-blank query). A bad argument, an unknown paper or a failed
+call comes back as a tool error (``isError``) whose text names the field and the value; the
+server keeps serving. Tools run on worker threads, so two calls in flight do not wait on each
+other's retrieval (chat models are still used one at a time by the lab). Every served paper is a
+resource ``paper://{arxiv_id}`` (its metadata and sections as JSON).
+
+Transports: stdio (what desktop clients start) or streamable HTTP on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+
+from rag.errors import RagError
+from rag.serve.desk import (
+    AskArgs,
+    Desk,
+    PaperArgs,
+    ReadArgs,
+    RelatedArgs,
+    RelatedMethod,
+    SearchArgs,
+    SummaryArgs,
+)
+from rag.serve.models import RetrieverName
+
+INSTRUCTIONS = (
+    "Tools over a pinned corpus of arXiv papers: list_papers for the ids; search for passages; "
+    "ask for an answer whose [n] citations are judged claim by claim; get_paper and read for a "
+    "paper's sections and pages; citations and related for its citation graph and related work; "
+    "summarize for a judged summary."
+)
+
+
+def _f(model: type, name: str) -> Any:
+    """The desk model's field (bounds and description) for a tool argument's JSON schema."""
+    return model.model_fields[name]
+
+
+async def _call(fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+    try:
+        return await anyio.to_thread.run_sync(lambda: fn(**kwargs))
+    except RagError as e:
+        raise ToolError(f"{type(e).__name__}: {e}") from e
+
+
+def build_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8765) -> FastMCP:
+    """The MCP server over ``desk``: its tools and one ``paper://`` resource per served paper."""
+    mcp = FastMCP("arxiv-rag-lab", instructions=INSTRUCTIONS, host=host, port=port)
+
+    @mcp.tool()
+    async def list_papers() -> dict[str, Any]:
+        """Every paper of the served corpus: arXiv id, title, category, chunk count."""
+        return await _call(desk.list_papers)
+
+    @mcp.tool()
+    async def search(
+        query: Annotated[str, _f(SearchArgs, "query")],
+        k: Annotated[int, _f(SearchArgs, "k")] = 5,
+        retriever: Annotated[RetrieverName | None, _f(SearchArgs, "retriever")] = None,
+    ) -> dict[str, Any]:
+        """Ranked passages (chunks) for a query, each with paper, page, section and text."""
+        return await _call(desk.search, query=query, k=k, retriever=retriever)
+
+    @mcp.tool()
+    async def ask(
+        question: Annotated[str, _f(AskArgs, "question")],
+        k: Annotated[int | None, _f(AskArgs, "k")] = None,
+        retriever: Annotated[RetrieverName | None, _f(AskArgs, "retriever")] = None,
+        answerer: Annotated[str, _f(AskArgs, "answerer")] = "extractive",
+        judge: Annotated[bool, _f(AskArgs, "judge")] = True,
+    ) -> dict[str, Any]:
+        """An answer from the corpus with numbered [n] citations (page and quote of each source)
+        and, with judge, the offline judge's verdict on every claim."""
+        return await _call(desk.ask, question=question, k=k, retriever=retriever,
+                           answerer=answerer, judge=judge)  # fmt: skip
+
+    @mcp.tool()
+    async def get_paper(arxiv_id: Annotated[str, _f(PaperArgs, "arxiv_id")]) -> dict[str, Any]:
+        """A paper's metadata (title, category, version, URL, pages) and its sections in order."""
+        return await _call(desk.get_paper, arxiv_id=arxiv_id)
+
+    @mcp.tool()
+    async def read(
+        arxiv_id: Annotated[str | None, _f(ReadArgs, "arxiv_id")] = None,
+        page: Annotated[int | None, _f(ReadArgs, "page")] = None,
+        chunk_id: Annotated[str | None, _f(ReadArgs, "chunk_id")] = None,
+    ) -> dict[str, Any]:
+        """The indexed text of one page of a paper (arxiv_id and page), or one chunk by id."""
+        return await _call(desk.read, arxiv_id=arxiv_id, page=page, chunk_id=chunk_id)
+
+    @mcp.tool()
+    async def citations(arxiv_id: Annotated[str, _f(PaperArgs, "arxiv_id")]) -> dict[str, Any]:
+        """What a paper cites (in the corpus or resolved arXiv ids outside it) and which corpus
+        papers cite it, each link with how it was resolved and the raw reference."""
+        return await _call(desk.citations, arxiv_id=arxiv_id)
+
+    @mcp.tool()
+    async def related(
+        arxiv_id: Annotated[str, _f(RelatedArgs, "arxiv_id")],
+        k: Annotated[int, _f(RelatedArgs, "k")] = 10,
+        method: Annotated[RelatedMethod, _f(RelatedArgs, "method")] = "fusion",
+    ) -> dict[str, Any]:
+        """The corpus papers most related to one, by text similarity, co-citation, coupling,
+        popularity, or fusion (RRF of text and co-citation)."""
+        return await _call(desk.related, arxiv_id=arxiv_id, k=k, method=method)
+
+    @mcp.tool()
+    async def summarize(
+        arxiv_id: Annotated[str, _f(SummaryArgs, "arxiv_id")],
+        sentences: Annotated[int, _f(SummaryArgs, "sentences")] = 5,
+        model: Annotated[str | None, _f(SummaryArgs, "model")] = None,
+    ) -> dict[str, Any]:
+        """A section-aware summary of a paper (its abstract not read; extractive offline, or by
+        a chat model), each sentence with the offline judge's verdict against the paper."""
+        return await _call(desk.summarize, arxiv_id=arxiv_id, sentences=sentences, model=model)
+
+    @mcp.resource(
+        "paper://{arxiv_id}", name="paper", mime_type="application/json",
+        description="A served paper's metadata and sections (get_paper).",
+    )  # fmt: skip
+    async def paper(arxiv_id: str) -> str:
+        return json.dumps(await _call(desk.get_paper, arxiv_id=arxiv_id))
+
+    for p in desk.lab.index.snapshot.papers:
+        _add_paper_resource(mcp, desk, p.paper_id, p.title)
+    return mcp
+
+
+def _add_paper_resource(mcp: FastMCP, desk: Desk, pid: str, title: str) -> None:
+    @mcp.resource(f"paper://{pid}", name=pid, title=title, mime_type="application/json")
+    async def one() -> str:
+        return json.dumps(await _call(desk.get_paper, arxiv_id=pid))
