@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import threading
 
@@ -218,3 +219,17 @@ def test_papers_are_resources(client):
     assert body["arxiv_id"] == SBERT and body["sections"]
     templates = client.run(lambda s: s.list_resource_templates()).resourceTemplates
     assert [t.uriTemplate for t in templates] == ["paper://{arxiv_id}"]
+
+
+def test_stdout_is_kept_for_the_protocol_alone(tmp_path):
+    code = (
+        "import os, sys\n"
+        "from rag.serve.mcp_server import protect_stdout\n"
+        "proto = protect_stdout()\n"
+        "print('a library prints')\n"
+        "os.write(1, b'native code writes\\n')\n"
+        'proto.write(b\'{"jsonrpc": "2.0"}\\n\'); proto.flush()\n'
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=True)
+    assert r.stdout == b'{"jsonrpc": "2.0"}\n'
+    assert b"a library prints" in r.stderr and b"native code writes" in r.stderr

@@ -7,9 +7,7 @@ Each command loads the lab as ``rag ask`` does (same options, same cache) and ca
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import sys
 from typing import Any
 
 from rag.serve.commands import _common, _lab, k_arg
@@ -66,13 +64,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from rag.serve.desk import Desk
-    from rag.serve.mcp_server import build_server
+    from rag.serve.mcp_server import build_server, protect_stdout, run_stdio
 
-    # stdout is the protocol's channel under stdio: whatever loading prints goes to stderr
-    with contextlib.redirect_stdout(sys.stderr):
-        desk = Desk(_lab(args))
-        server = build_server(desk, host=args.host, port=args.port)
-    server.run("streamable-http" if args.http else "stdio")
+    proto = None if args.http else protect_stdout()  # before loading: nothing else writes there
+    server = build_server(Desk(_lab(args)), host=args.host, port=args.port)
+    if proto is None:
+        server.run("streamable-http")
+    else:
+        run_stdio(server, proto)
     return 0
 
 

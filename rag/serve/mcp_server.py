@@ -12,13 +12,17 @@ Transports: stdio (what desktop clients start) or streamable HTTP on 127.0.0.1.
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import anyio
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 
 from rag.errors import RagError
 from rag.serve.desk import (
@@ -140,3 +144,26 @@ def _add_paper_resource(mcp: FastMCP, desk: Desk, pid: str, title: str) -> None:
     @mcp.resource(f"paper://{pid}", name=pid, title=title, mime_type="application/json")
     async def one() -> str:
         return json.dumps(await _call(desk.get_paper, arxiv_id=pid))
+
+
+def protect_stdout() -> io.BufferedWriter:
+    """Keep stdout for the protocol alone: the returned stream is a private copy of it, and
+    file descriptor 1 and ``sys.stdout`` then point at stderr, so whatever a library prints
+    (Python or native code) lands in the log instead of corrupting a message."""
+    sys.stdout.flush()
+    proto = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    return proto
+
+
+def run_stdio(server: FastMCP, proto: io.BufferedWriter) -> None:
+    """Serve ``server`` over stdin and ``proto`` (from :func:`protect_stdout`)."""
+
+    async def main() -> None:
+        out = anyio.wrap_file(io.TextIOWrapper(proto, encoding="utf-8"))
+        async with stdio_server(stdout=out) as (read, write):
+            low = server._mcp_server  # FastMCP.run_stdio_async, with the protocol's own stdout
+            await low.run(read, write, low.create_initialization_options())
+
+    anyio.run(main)
