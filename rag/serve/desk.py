@@ -20,7 +20,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from rag import paths
-from rag.errors import ConfigError
 from rag.serve.engine import ChoiceError, Lab
 from rag.serve.models import MAX_K, Query, RetrieverName
 
@@ -104,7 +103,7 @@ class Desk:
         self.lab = lab
         self._citations_path = citations_path
         self._rows: list | None = None
-        self._vectors: tuple[int, dict[str, np.ndarray]] | None = None
+        self._vectors: tuple[Any, dict[str, np.ndarray]] | None = None
         self._meta: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
@@ -123,10 +122,7 @@ class Desk:
             if self._meta is None:
                 from rag.corpus.manifest import load_manifest
 
-                try:
-                    papers = load_manifest(self.lab.settings.manifest_path)
-                except ConfigError:
-                    papers = []
+                papers = load_manifest(self.lab.settings.manifest_path)
                 self._meta = {p.arxiv_id: p for p in papers}
             return self._meta
 
@@ -147,9 +143,9 @@ class Desk:
 
         snap = self.lab.index.snapshot
         with self._lock:
-            if self._vectors is None or self._vectors[0] != id(snap):
+            if self._vectors is None or self._vectors[0] is not snap:
                 chunks = [snap.store[i] for i in snap.dense.ids]
-                self._vectors = (id(snap), paper_vectors(chunks, snap.dense.vectors))
+                self._vectors = (snap, paper_vectors(chunks, snap.dense.vectors))
             return self._vectors[1]
 
     def _title(self, pid: str) -> str:
