@@ -117,3 +117,17 @@ def test_missing_or_non_chat_files_are_named(tmp_path):
     bad.write_bytes(b"not a gguf file at all")
     with pytest.raises(ConfigError, match="broken.gguf"):
         make_chat_model(f"gguf:{bad}", keys=ApiKeys())
+
+
+def test_the_service_refuses_gguf_paths_in_requests(smollm2_file, tmp_cache, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from rag.serve.app import create_app
+    from rag.serve.config import ServeSettings
+    from tests.serve_support import tiny_lab
+
+    lab = tiny_lab(tmp_path / "served")
+    offline = ServeSettings(allow_network=False, rate_limit_per_minute=0)
+    with TestClient(create_app(lab, serve=offline, api_key="")) as client:
+        r = client.post("/ask", json={"question": "x", "answerer": f"gguf:{smollm2_file}"})
+    assert r.status_code == 422 and "not named per request" in r.text

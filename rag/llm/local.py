@@ -160,6 +160,8 @@ class LocalBackend:
         self.threads = threads
         self.reuse_prefix = reuse_prefix
         self.path = path or find_gguf()
+        #: a gguf: model's file, run as it is (not the packaged weights or their copies)
+        self.own_file = path is not None
         self.context_tokens = context_tokens
         if path is not None and weights != "q4_1":
             raise ConfigError(f"a gguf: model runs its file as it is, not as {weights!r} weights")
@@ -225,7 +227,7 @@ class LocalBackend:
         log.info(
             "loaded %s (%s weights) with %s in slot %d in %.1fs",
             self.path.name,
-            self.weights,
+            "the file's own" if self.own_file else self.weights,
             self.engine,
             slot,
             time.perf_counter() - t0,

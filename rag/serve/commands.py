@@ -42,7 +42,11 @@ def _lab(args: argparse.Namespace, **serve_kw: Any):
     from rag.serve.config import ServeSettings, profile_settings
     from rag.serve.engine import load_lab
 
-    settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()))
+    answerer = getattr(args, "answerer", None) or ""
+    # a gguf: file named on the command line is this run's local model (the service refuses
+    # gguf: names in requests other than the profile's local_model)
+    local = answerer if answerer.startswith("gguf:") else None
+    settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()), local_model=local)
     return load_lab(settings, ServeSettings(index_dir=args.index_dir, **serve_kw))
 
 

@@ -196,12 +196,19 @@ class Lab:
         if name not in self.answerer_names():
             from rag.llm.registry import resolve_model
 
-            try:  # any provider:model (ollama:..., openai-compatible:..., gguf:...)
-                resolve_model(name)
+            try:  # any provider:model (ollama:..., openai-compatible:..., openai:...)
+                spec = resolve_model(name)
             except ConfigError as e:
                 raise ChoiceError(
                     "answerer", f"unknown answerer {name!r}; use extractive or a model: {e}"
                 ) from e
+            if spec.provider == "gguf" and name != self.settings.local_model:
+                # a request must not make the service open files by path
+                raise ChoiceError(
+                    "answerer",
+                    f"{spec.name}: gguf: models are served only as the profile's "
+                    "local_model, not named per request",
+                )
         max_tokens = self.settings.local_max_tokens if name == self.settings.local_model else 256
         return LLMAnswerer(self.chat_model(name), max_tokens=max_tokens, name=name)
 

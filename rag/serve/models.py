@@ -15,7 +15,8 @@ from rag.corpus.manifest import ARXIV_ID_RE
 MAX_K = 50
 Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
 RetrieverName = Literal["dense", "bm25", "hybrid", "rerank", "multi-query", "hyde"]
-Answerer = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+#: extractive, a registered model or provider:model (endpoint model ids can be long)
+Answerer = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
 class _Strict(BaseModel):
@@ -36,7 +37,9 @@ class _AnswerOptions(_Strict):
     k: int = Field(5, ge=1, le=MAX_K, description="Chunks retrieved for the context.")
     retriever: RetrieverName = Field("hybrid", description="Retriever fetching the context.")
     answerer: Answerer = Field(
-        "extractive", description="extractive (no model), smollm2-135m, or an API model."
+        "extractive",
+        description="extractive (no model), smollm2-135m, a model from `rag models`, or "
+        "provider:model (ollama:NAME, openai-compatible:NAME, openai:ID, ...).",
     )
     judge: bool = Field(False, description="Judge every claim with the offline judge.")
     stream: bool = Field(False, description="Answer as server-sent events.")
