@@ -21,6 +21,7 @@ from rag.report.profiles import load_profile
 from rag.serve.app import create_app
 from rag.serve.config import ServeSettings
 from rag.serve.desk import Desk, ToolInputError, UnknownPaperError
+from rag.types import Block, ParsedPaper
 from tests.serve_support import TEXTS, tiny_lab
 
 FASTTEXT_CLS = "1607.01759"  # served by the test lab: 4 resolved references, cited once
@@ -104,6 +105,32 @@ def test_the_desk_names_a_bad_argument_and_its_value(lab):
         desk.read(arxiv_id=FASTTEXT_CLS)
     with pytest.raises(ToolInputError, match="chunk_id alone"):
         desk.read(arxiv_id=FASTTEXT_CLS, page=1, chunk_id="x")
+
+
+def test_a_paper_added_while_serving_is_on_the_desk(lab):
+    desk = Desk(lab)
+    assert [r["arxiv_id"] for r in desk.related(FASTTEXT_CLS, method="text")["related"]] == [
+        "1810.08699"
+    ]
+    text = (
+        "fastText classifies text with a bag of words and n-grams fed to a linear classifier. "
+        "Sentences are represented as averaged word representations for text classification."
+    )
+    blocks = [
+        Block(1, "heading", "", "Introduction"),
+        Block(1, "body", "Introduction", text),
+        Block(2, "body", "Introduction", text),
+    ]
+    parsed = ParsedPaper("upload-0123456789ab", 2, blocks)
+    assert lab.index.add_paper(parsed, "An uploaded note", "upload") > 0
+    paper = desk.get_paper("upload-0123456789ab")
+    assert (paper["source"], paper["category"], paper["version"]) == ("upload", "", "")
+    assert paper["pages"] == 2 and paper["sections"][0] == {"section": "Introduction", "page": 1}
+    ranked = desk.related(FASTTEXT_CLS, method="text")["related"]
+    assert {r["arxiv_id"] for r in ranked} == {"1810.08699", "upload-0123456789ab"}
+    assert ranked[0]["arxiv_id"] == "upload-0123456789ab"  # it shares fastText's words
+    links = desk.citations("upload-0123456789ab")
+    assert (links["cites"], links["cited_by"]) == ([], [])
 
 
 # -- the CLI door ------------------------------------------------------------------------------
