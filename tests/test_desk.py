@@ -88,8 +88,10 @@ def test_bad_paper_and_query_values_are_named(http):
     assert "2501.99999" in r.json()["detail"]
     r = http.get(f"/papers/{FASTTEXT_CLS}/related", params={"k": 51})
     assert r.status_code == 422 and r.json()["detail"].startswith("query.k:")
+    assert r.json()["detail"].endswith("(got '51')")
     r = http.get(f"/papers/{FASTTEXT_CLS}/related", params={"method": "magic"})
     assert r.status_code == 422 and r.json()["detail"].startswith("query.method:")
+    assert "(got 'magic')" in r.json()["detail"]
 
 
 def test_the_desk_names_a_bad_argument_and_its_value(lab):

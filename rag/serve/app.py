@@ -154,6 +154,16 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc if p != "body") or "body"
 
 
+def _problem(e: dict[str, Any]) -> str:
+    """One invalid field: its name, what is wrong, and the value sent (a scalar, shortened)."""
+    text = f"{_field(e.get('loc', ()))}: {e.get('msg', '')}"
+    value = e.get("input")
+    if e.get("type") != "missing" and isinstance(value, str | int | float | bool):
+        shown = repr(value)
+        text += f" (got {shown[:60] + '…' if len(shown) > 60 else shown})"
+    return text
+
+
 def create_app(
     lab: Lab | None = None,
     *,
@@ -229,7 +239,7 @@ def create_app(
         errs = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errs):
             return error(400, "malformed JSON", "the request body is not valid JSON")
-        detail = "; ".join(f"{_field(e.get('loc', ()))}: {e.get('msg', '')}" for e in errs)
+        detail = "; ".join(_problem(e) for e in errs)
         return error(422, "invalid request", detail)
 
     @app.exception_handler(StarletteHTTPException)
