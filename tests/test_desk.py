@@ -185,6 +185,11 @@ def test_rag_summary_prints_judged_sentences(index_dir, capsys):
     d = json.loads(out)
     assert d["paper_id"] == SBERT and 1 <= len(d["sentences"]) <= 2
     assert all(s["verdict"]["label"] for s in d["sentences"])
+    code, out, err = rag(capsys, "summary", SBERT, "--sentences", "1", *smoke(index_dir))
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0] == f"{d['title']} ({SBERT}), extractive summary:" and len(lines) == 3
+    assert lines[2].startswith("  [") and "(p. " in lines[2]
 
 
 def test_rag_cites_names_an_unknown_paper(index_dir, capsys):
