@@ -55,7 +55,7 @@ lab: setup  ## open the notebooks in JupyterLab
 	$(BIN)/jupyter lab notebooks/
 
 lint: setup
-	$(BIN)/ruff check rag tests experiments
+	$(BIN)/ruff check rag tests experiments notebooks
 
 check-params: setup  ## every params/*.yaml key is declared by its notebook
 	$(BIN)/rag check-params
