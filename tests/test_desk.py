@@ -105,6 +105,9 @@ def test_the_desk_names_a_bad_argument_and_its_value(lab):
         desk.search("   ")
     with pytest.raises(ToolInputError, match="page"):
         desk.read(arxiv_id=FASTTEXT_CLS)
+    with pytest.raises(ToolInputError, match="gguf: models are served only") as e:
+        desk.summarize(FASTTEXT_CLS, model="gguf:/tmp/any.gguf")  # no file opened by request
+    assert e.value.field == "model"
     with pytest.raises(ToolInputError, match="chunk_id alone"):
         desk.read(arxiv_id=FASTTEXT_CLS, page=1, chunk_id="x")
 

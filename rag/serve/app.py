@@ -408,7 +408,7 @@ def create_app(
     def paper_summary(
         arxiv_id: str,
         sentences: Annotated[int, Query(ge=1, le=20, description="At most this many.")] = 5,
-        model: Annotated[str | None, Query(min_length=1, max_length=64,
+        model: Annotated[str | None, Query(min_length=1, max_length=200,
                                            description="A chat model; none: extractive.")] = None,
     ) -> Any:  # fmt: skip
         return need_desk().summarize(arxiv_id, sentences=sentences, model=model)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from rag import paths
 from rag.serve.engine import ChoiceError, Lab
-from rag.serve.models import MAX_K, Query, RetrieverName
+from rag.serve.models import MAX_K, Answerer, Query, RetrieverName
 
 PaperId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
 #: The related-work rankings of :func:`rag.papers.related.related`.
@@ -50,7 +50,9 @@ class AskArgs(_Args):
     question: Query = Field(description="The question.")
     k: int | None = Field(None, ge=1, le=MAX_K, description="Chunks in the context.")
     retriever: RetrieverName | None = Field(None, description="Default: the profile's retriever.")
-    answerer: str = Field("extractive", min_length=1, max_length=64, description="Who answers.")
+    answerer: Answerer = Field(
+        "extractive", description="extractive (no model), a registered model, or provider:model."
+    )
     judge: bool = Field(True, description="Judge every claim with the offline judge.")
 
 
@@ -74,9 +76,7 @@ class RelatedArgs(PaperArgs):
 
 class SummaryArgs(PaperArgs):
     sentences: int = Field(5, ge=1, le=20, description="At most this many summary sentences.")
-    model: str | None = Field(
-        None, min_length=1, max_length=64, description="A chat model; None: extractive, offline."
-    )
+    model: Answerer | None = Field(None, description="A chat model; None: extractive, offline.")
 
 
 def validate(model: type[BaseModel], /, **kwargs: Any) -> Any:
@@ -290,6 +290,11 @@ class Desk:
 
         a = validate(SummaryArgs, arxiv_id=arxiv_id, sentences=sentences, model=model)
         pid = self._paper(a.arxiv_id)
-        chat = self.lab.chat_model(a.model, "model") if a.model else None
+        chat = None
+        if a.model not in (None, "extractive"):
+            try:  # the lab's answerer rules: a registered model or provider:model, no gguf: path
+                chat = self.lab.answerer(a.model).chat_model
+            except ChoiceError as e:
+                raise ToolInputError("model", f"model={a.model!r}: {e}") from e
         return summarize(pid, sentences=a.sentences, chat_model=chat, judge=self.lab.judge(),
                          manifest_path=self.lab.settings.manifest_path)  # fmt: skip
