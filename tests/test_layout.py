@@ -129,15 +129,49 @@ def test_long_modules_exist_and_state_a_split_plan():
         assert plan.startswith("split plan: "), f"rag/{rel}: state the split plan"
 
 
-def test_readme_package_map_matches_the_folders():
+def _readme_map() -> dict[str, list[str]]:
+    """The README's package map as ``{folder: [module, ...]}``; the folder of the shared core
+    (top-level modules) is ``""``.
+
+    Each bullet is ``- **`<folder>/`** `<module>`: what · `<module>`: what · ...`` (the core's
+    head is ``core``); a module inside a sub-package is written ``<sub>/<module>``.
+    """
     readme = (paths.project_root() / "README.md").read_text()
-    section = readme.split("## Package map", 1)[1].split("\n## ", 1)[0]
-    for d in sorted(p for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
-        assert f"\n  {d.name}/ " in section, f"README's package map does not show rag/{d.name}/"
-    for name in re.findall(r"\n  (\w+)/ ", section):
-        assert (PKG / name).is_dir(), (
-            f"README's package map shows rag/{name}/, which does not exist"
-        )
+    assert "\n## Package map\n" in readme, "README.md has no '## Package map' section"
+    section = readme.split("\n## Package map\n", 1)[1].split("\n## ", 1)[0]
+    found: dict[str, list[str]] = {}
+    for bullet in re.split(r"\n- (?=\*\*)", "\n" + section)[1:]:
+        text = " ".join(line.strip() for line in bullet.splitlines())
+        head = re.match(r"\*\*(core|`([\w/]+)/`)\*\*\s*", text)
+        assert head, f"README's package map: cannot read the bullet {text[:60]!r}"
+        folder = head.group(2) or ""
+        items = text[head.end() :].split(" · ")
+        found[folder] = [m.group(1) for i in items if (m := re.match(r"`([\w/]+)`", i))]
+    return found
+
+
+def test_readme_package_map_lists_every_module():
+    listed = _readme_map()
+    actual: dict[str, set[str]] = {}
+    for p in _modules():
+        rel = p.relative_to(PKG).with_suffix("")
+        if rel.name == "__init__":
+            continue
+        folder = rel.parts[0] if len(rel.parts) > 1 else ""
+        actual.setdefault(folder, set()).add("/".join(rel.parts[1:]) if folder else rel.name)
+    missing = [
+        f"rag/{f + '/' if f else ''}{m}.py"
+        for f in sorted(actual)
+        for m in sorted(actual[f] - set(listed.get(f, [])))
+    ]
+    assert not missing, f"README's package map does not list {missing}"
+    gone = [
+        f"rag/{f + '/' if f else ''}{m}.py"
+        for f in sorted(listed)
+        for m in listed[f]
+        if m not in actual.get(f, set())
+    ]
+    assert not gone, f"README's package map lists modules that do not exist: {gone}"
 
 
 def test_notebooks_define_no_functions_or_classes():

@@ -1,0 +1,54 @@
+"""The README stays a page a newcomer reads, and every link in it, in docs/ and on the front page
+resolves in a clone."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rag import paths
+from rag.report.index_page import DOCS, docs_html
+
+ROOT = paths.project_root()
+#: Markdown links ``[text](target)``; external ones (``http:``, ``mailto:``) are skipped.
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _relative_links(md: Path) -> list[str]:
+    return [t for t in LINK.findall(md.read_text()) if not re.match(r"^[a-z]+:", t)]
+
+
+def test_readme_is_short():
+    n = len((ROOT / "README.md").read_text().splitlines())
+    assert n <= 200, f"README.md has {n} lines: move detail into docs/ (limit 200)"
+
+
+def test_readme_and_docs_links_resolve():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    bad = [
+        f"{md.relative_to(ROOT)} -> {t}"
+        for md in pages
+        for t in _relative_links(md)
+        if not (md.parent / t.split("#", 1)[0]).exists()
+    ]
+    assert not bad, f"links to missing files: {bad}"
+
+
+def test_readme_links_every_docs_page():
+    linked = {Path(t.split("#", 1)[0]).name for t in _relative_links(ROOT / "README.md")}
+    missing = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in linked]
+    assert not missing, f"README.md does not link docs/{missing}"
+
+
+def test_front_page_links_docs_from_outputs_inside_the_project():
+    out = ROOT / "outputs" / "default"
+    page = docs_html(out)
+    hrefs = re.findall(r"href='([^']+)'", page)
+    assert [Path(h).name for h in hrefs] == [name for name, _ in DOCS]
+    for h in hrefs:
+        assert h.startswith("../../docs/"), h
+        assert (out / h).resolve().is_file(), h
+
+
+def test_front_page_names_no_folder_outside_the_project(tmp_path):
+    assert docs_html(tmp_path / "outputs" / "smoke") == ""
