@@ -271,10 +271,11 @@ def default_judge() -> ClaimJudge:
 
 @functools.cache
 def default_embedder() -> Embedder:
-    """The judge's embedder (packaged MiniLM), loaded once per process."""
+    """The default judge's own embedder (fp32 MiniLM), so the sentence vectors and the judge's
+    context vectors are one set in the embedding cache; the packaged MiniLM for another judge."""
     from rag.index.embed import minilm
 
-    return minilm()
+    return getattr(default_judge(), "embedder", None) or minilm()
 
 
 def _prompt(title: str, picked: Sequence[Sentence], n: int) -> list[dict[str, str]]:

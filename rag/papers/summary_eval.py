@@ -23,6 +23,7 @@ Writes ``outputs/bench/summaries.json`` for the whole pinned manifest.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -65,10 +66,14 @@ MEASURES = ("rouge_l", "faithfulness", "words")
 MIN_ABSTRACT_WORDS = 30
 
 
+@functools.cache
+def _scorer() -> rouge_scorer.RougeScorer:
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+
+
 def rouge_l(summary: str, reference: str) -> float:
     """ROUGE-L F-measure of ``summary`` against ``reference`` (stemmed, rouge-score)."""
-    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-    return float(scorer.score(reference, summary)["rougeL"].fmeasure)
+    return float(_scorer().score(reference, summary)["rougeL"].fmeasure)
 
 
 def paper_row(
@@ -147,6 +152,8 @@ def measure(
         (rows.append(row) if row else skipped.append(pp.paper_id))
     timings["summarise_and_judge_s"] = round(time.perf_counter() - t, 2)
     timings["total_s"] = round(time.perf_counter() - t0, 2)
+    timings["load_average_1m"] = round(os.getloadavg()[0], 2)
+    timings["cpus"] = os.cpu_count()
     return {
         "version": SUMMARY_VERSION,
         "settings": {
