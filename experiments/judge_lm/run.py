@@ -98,13 +98,19 @@ class ClaimScorer:
 def load_llm(n_ctx: int = 1024) -> Any:
     """The packaged SmolLM2-135M under llama.cpp, keeping every position's logits."""
     try:
-        from llama_cpp import Llama
+        import llama_cpp  # noqa: F401
     except ImportError as exc:  # pragma: no cover - make setup installs it
         raise ConfigError("llama-cpp-python is not installed: run `make setup`") from exc
+    from rag.llm.llama_load import load_llama
     from rag.llm.local import find_gguf
 
-    return Llama(
-        str(find_gguf()), n_ctx=n_ctx, n_threads=2, logits_all=True, verbose=False, n_batch=512
+    return load_llama(
+        model_path=str(find_gguf()),
+        n_ctx=n_ctx,
+        n_threads=2,
+        logits_all=True,
+        verbose=False,
+        n_batch=512,
     )
 
 
