@@ -241,6 +241,16 @@ def test_empty_llm_reply_is_a_named_error(run):
         run(chat_model=FakeChatModel("   "))
 
 
+def test_llm_reply_loses_headings_repeats_a_cut_off_tail_and_extra_sentences(run):
+    one = "The model splits inputs into windows of local attention blocks."
+    two = "Training time drops by half compared with dense attention."
+    reply = f"## 1 Summary\n{one} {one} {two} {SECTIONS['5 Conclusion'][0]} The global memory"
+    out = run(chat_model=FakeChatModel(reply), sentences=2)
+    assert [s["text"] for s in out["sentences"]] == [one, two]
+    cut = run(chat_model=FakeChatModel(f"{one} The global memory"), sentences=3)
+    assert [s["text"] for s in cut["sentences"]] == [one]
+
+
 def test_unknown_paper_id_is_a_config_error_naming_it():
     with pytest.raises(ConfigError, match=r"'9999\.99999'"):
         S.summarize("9999.99999", judge=OverlapJudge(), embedder=BowEmbedder())

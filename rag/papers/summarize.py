@@ -306,6 +306,9 @@ def llm_summary(
 ) -> tuple[list[str], dict[str, Any]]:
     """The chat model's summary sentences and the call's record (model, tokens, cost, cached).
 
+    Of the reply, headings, repeated sentences and a sentence cut off by the token limit are
+    dropped, and at most ``n`` sentences are kept.
+
     Raises:
         LLMError: the model returned no sentence.
     """
@@ -313,7 +316,11 @@ def llm_summary(
     c = chat_model.complete(
         _prompt(title, picked, n), max_tokens=48 * n + 32, prompt_version=PROMPT_VERSION
     )
-    out = [s for s in split_sentences(c.text, mode="answer") if len(s.split()) >= 3]
+    out: list[str] = []
+    prose = "\n".join(ln for ln in c.text.splitlines() if not ln.lstrip().startswith("#"))
+    for s in split_sentences(prose, mode="answer"):
+        if len(s.split()) >= 3 and s not in out and s[-1] in ".!?\"')" and len(out) < n:
+            out.append(s)
     if not out:
         raise LLMError(f"{chat_model.name} returned no summary sentence: {c.text[:120]!r}")
     call = {"model": c.model, "provider": c.provider, "input_tokens": c.input_tokens,
