@@ -1,19 +1,12 @@
 """Both cores for work that one process does poorly on two threads: fixed, pinned shards.
 
-Why: on this lab's 2-core AMD EPYC, small models barely use a second thread, yet two
-single-thread workers, each in a thread pinned to its own core, do clearly more.
-Measured here (idle machine):
-
-- SmolLM2-135M on llama.cpp (``outputs/bench/llm_shards.json``, docs/decisions.md; 8 distinct
-  ~1,500-token prompts, 64 forced answer tokens, bf16 weights): one instance with 2 threads
-  42.3 s, with 1 thread 57.0 s; two single-thread instances in two pinned threads 28.4 s (1.49x
-  the 2-thread instance), unpinned 29.5 s. All four wrote the same answers. (Two unpinned
-  single-thread *processes* do far worse, each call ~3x slower.)
-- MiniLM passages (``outputs/bench/passage_shards.json``, docs/decisions.md; 1,024 SciFact
-  abstracts through ``embed_texts``): fp32 57.9 s in order with 2 threads, 50.5 s in 2 pinned
-  shards (1.15x); bf16 26.4 s vs 27.2 s (0.97x: bf16 autocast does use both threads). Identical
-  vectors both ways. So only fp32 passages (the judge's, and every passage on a CPU without bf16)
-  are sharded.
+Why: on 2 cores, small models barely use a second thread, while two single-thread workers, each
+in a thread pinned to its own core, do clearly more. SmolLM2-135M on llama.cpp runs ~1.5x faster
+as two pinned single-thread instances than as one 2-thread instance, with the same answers
+(``outputs/bench/llm_shards.json``); fp32 MiniLM passages gain ~1.15x with identical vectors,
+while bf16 passages already use both threads (``outputs/bench/passage_shards.json``). So only
+fp32 passages (the judge's, and every passage on a CPU without bf16) are sharded. Two unpinned
+single-thread *processes* do far worse. docs/decisions.md keeps the measured table.
 
 How: :func:`sharded_map` deals the items out round-robin (item ``i`` to shard ``i % n``), runs
 each shard in order in its own thread, pinned (``os.sched_setaffinity`` on the calling thread)

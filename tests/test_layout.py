@@ -190,3 +190,71 @@ def test_notebooks_define_no_functions_or_classes():
                 if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
             ]
             assert not defs, f"{nb.name} defines {defs}: move it into rag/"
+
+
+#: Lab-diary narration that belongs in docs/ or outputs/bench/*.json, not in code, settings or
+#: notebooks: work-process references (issue / session numbers), commit ids (7-12 or 40 hex digits
+#: with a letter and a digit; a 32-digit MD5 or 64-digit sha256 is data) and machine-load stories.
+NARRATION = re.compile(
+    r"\b(?:issue|session)\s+\d+"
+    r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)(?:[0-9a-f]{7,12}|[0-9a-f]{40})\b"
+    r"|\bload\s+(?:average|avg)\s*(?:of\s*|[≈~=]\s*)?\d"
+    r"|\bmeasured\s+(?:here|on\s+(?:a|an|the)\s+(?:quiet|idle|busy|loaded))\b",
+    re.I,
+)
+
+
+def _text_lines(p: Path):
+    """(where, line) of a module, a profile, or a notebook's cell sources."""
+    root = paths.project_root()
+    if p.suffix == ".ipynb":
+        import json
+
+        for i, cell in enumerate(json.loads(p.read_text())["cells"]):
+            for j, line in enumerate("".join(cell["source"]).splitlines(), 1):
+                yield f"{p.relative_to(root)} cell {i} line {j}", line
+    else:
+        for j, line in enumerate(p.read_text().splitlines(), 1):
+            yield f"{p.relative_to(root)}:{j}", line
+
+
+def test_no_lab_diary_in_code_settings_or_notebooks():
+    root = paths.project_root()
+    files = sorted(
+        [
+            *PKG.rglob("*.py"),
+            *(root / "params").rglob("*.yaml"),
+            *(root / "notebooks").glob("*.ipynb"),
+        ]
+    )
+    hits = [
+        f"{where}: {m.group(0)!r}"
+        for f in files
+        for where, line in _text_lines(f)
+        for m in NARRATION.finditer(line)
+    ]
+    assert not hits, (
+        "issue/session numbers, commit ids or machine-load stories (say what and why; cite a "
+        "measurement by its outputs/bench file, history goes in docs/): " + "; ".join(hits)
+    )
+
+
+def test_the_diary_pattern_catches_what_it_should():
+    for text in (
+        "as issue 13 asks",
+        "(session 14)",
+        "at 89e0958",
+        "under load average 8-10",
+        "load avg ≈ 6",
+        "measured on a quiet machine",
+        "measured here",
+    ):
+        assert NARRATION.search(text), text
+    for text in (
+        "papermill issue #511",
+        'SCIFACT_MD5 = "5f7d1de60b170fc8027bb7898e2efca1"',
+        "cs/0112017",
+        "claude-3-5-haiku-20241022",
+        "on a busy machine the raylet can miss",
+    ):
+        assert not NARRATION.search(text), text
