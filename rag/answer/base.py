@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from rag.answer.claims import parse_answer
 from rag.answer.context import Context
 from rag.errors import ConfigError
+from rag.llm.base import Completion
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,24 @@ def make_answer(text: str, context: Context, answerer: str, **usage: Any) -> Ans
         refused=parsed.status == "refusal",
         unknown_citations=tuple(n for n in cited if n not in cmap),
         **usage,
+    )
+
+
+def answer_from_completion(
+    c: Completion, context: Context, answerer: str, prompt_version: str, **extra: Any
+) -> Answer:
+    """:func:`make_answer` of a model's reply, with its tokens, cost, latency and cache state."""
+    return make_answer(
+        c.text.strip(),
+        context,
+        answerer,
+        tokens_in=c.input_tokens,
+        tokens_out=c.output_tokens,
+        cost_usd=c.cost_usd,
+        latency_s=c.latency_s,
+        cached=c.cached,
+        prompt_version=prompt_version,
+        **extra,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.answer.base import Answer, make_answer, settings_with
+from rag.answer.base import Answer, answer_from_completion, settings_with
 from rag.answer.context import Context
 from rag.answer.grammar import GRAMMAR_VERSION, answer_grammar
 from rag.answer.prompts import (
@@ -107,17 +107,7 @@ class LLMAnswerer:
             prompt_version=self.prompt_version,
             **kwargs,
         )
-        return make_answer(
-            c.text.strip(),
-            context,
-            self.name,
-            tokens_in=c.input_tokens,
-            tokens_out=c.output_tokens,
-            cost_usd=c.cost_usd,
-            latency_s=c.latency_s,
-            cached=c.cached,
-            prompt_version=self.prompt_version,
-        )
+        return answer_from_completion(c, context, self.name, self.prompt_version)
 
 
 __all__ = ["LLMAnswerer", "LLMSettings"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.answer.base import Answer, make_answer, settings_with
+from rag.answer.base import Answer, answer_from_completion, make_answer, settings_with
 from rag.answer.claims import parse_answer, parse_citations
 from rag.answer.context import Context
 from rag.answer.grammar import quote_grammar
@@ -221,18 +221,7 @@ class QuoteAnswerer:
             grammar=grammar,
             repeat_penalty=s.repeat_penalty,
         )
-        return make_answer(
-            c.text.strip(),
-            context,
-            self.name,
-            tokens_in=c.input_tokens,
-            tokens_out=c.output_tokens,
-            cost_usd=c.cost_usd,
-            latency_s=c.latency_s,
-            cached=c.cached,
-            prompt_version=self.prompt_version,
-            trace=trace,
-        )
+        return answer_from_completion(c, context, self.name, self.prompt_version, trace=trace)
 
 
 __all__ = ["Quote", "QuoteAnswerer", "QuoteSettings", "quote_candidates"]

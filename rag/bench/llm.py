@@ -9,8 +9,8 @@
   ``openai`` SDK call, both against :class:`~rag.llm.testing.FakeLLMServer` on 127.0.0.1
   with the cache off, so the difference of medians is the layer's own cost.
 
-The load average is recorded with the numbers, since wall-clock figures move with whatever else
-runs on the machine.
+The 1-minute system load before and after is recorded with the numbers, since wall-clock
+figures move with whatever else runs on the machine.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def format_table(res: dict[str, Any]) -> str:
         f"layer {lay['layer_ms']} ms | overhead {lay['overhead_ms']} ms (median of {lay['n']})"
     )
     lines.append(
-        f"load average (1 min) before {res['loadavg_1m_before']}, after {res['loadavg_1m_after']}"
+        f"system load (1 min) before {res['loadavg_1m_before']}, after {res['loadavg_1m_after']}"
     )
     return "\n".join(lines)
 
