@@ -15,7 +15,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rag import paths
-from rag.cli import main
 from rag.papers.graph import read_citations
 from rag.report.profiles import load_profile
 from rag.serve.app import create_app
@@ -23,6 +22,7 @@ from rag.serve.config import ServeSettings
 from rag.serve.desk import Desk, ToolInputError, UnknownPaperError
 from rag.types import Block, ParsedPaper
 from tests.serve_support import TEXTS, tiny_lab
+from tests.test_cli import rag, smoke
 
 FASTTEXT_CLS = "1607.01759"  # served by the test lab: 4 resolved references, cited once
 SBERT = "1908.10084"  # a smoke paper: 15 resolved references, cited by 8 corpus papers
@@ -144,20 +144,6 @@ def test_a_paper_added_while_serving_is_on_the_desk(lab):
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory, shared_dir):
     return str(tmp_path_factory.mktemp("desk-cli") / "served")
-
-
-def rag(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as e:  # argparse refuses bad arguments by exiting
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def smoke(index_dir: str) -> list[str]:
-    return ["--profile", "smoke", "--index-dir", index_dir]
 
 
 def test_rag_cites_prints_both_directions(index_dir, capsys):
