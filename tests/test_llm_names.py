@@ -96,7 +96,8 @@ def test_cost_from_the_table_and_labels():
     assert spec.cost(1000, 500) == pytest.approx(0.0012)
     assert spec.price_label == f"list price as of {spec.as_of}"
     assert resolve_model("ollama:qwen2.5:7b").price_label == "$0 (self-hosted)"
-    assert resolve_model("openai-compatible:x").price_label == "$0 (self-hosted)"
+    here = LLMSettings(openai_compatible_base_url="http://127.0.0.1:8000/v1")
+    assert resolve_model("openai-compatible:x", here).price_label == "$0 (self-hosted)"
     assert resolve_model("gguf:/m/x.gguf").price_label == "$0 (local)"
     assert resolve_model("gguf:/m/x.gguf").name == "gguf:x.gguf"  # no local path in reports
     unknown = resolve_model("openai:gpt-9")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from rag.errors import ConfigError
 from rag.llm.base import Message
 from rag.llm.registry import resolve_model
+from rag.llm.settings import LLMSettings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,6 +89,7 @@ def estimate_cost(
     *,
     output_tokens: int = 256,
     method: Method = "auto",
+    settings: LLMSettings | None = None,
 ) -> list[Estimate]:
     """Expected tokens and USD of sending each prompt once to each model.
 
@@ -96,6 +98,8 @@ def estimate_cost(
         models: registered names or ``provider:model`` (unknown providers raise ConfigError).
         output_tokens: assumed answer length per prompt.
         method: token counting, "auto" (tiktoken if usable, else chars/4) or forced.
+        settings: where the Ollama / OpenAI-compatible endpoints are and any price stated for
+            them (:func:`rag.llm.registry.resolve_model`; None: the environment's).
     """
     if output_tokens < 0:
         raise ConfigError(f"output_tokens={output_tokens}: must be >= 0")
@@ -105,7 +109,7 @@ def estimate_cost(
     n_out = output_tokens * len(chats)
     out = []
     for name in models:
-        spec = resolve_model(name)
+        spec = resolve_model(name, settings)
         cost = spec.cost(n_in, n_out) if spec.priced else math.nan
         out.append(
             Estimate(name, spec.provider, len(chats), n_in, n_out, cost, used, spec.price_label)

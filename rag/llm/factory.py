@@ -122,7 +122,7 @@ def model_status(
     settings = settings or LLMSettings()
     keys = keys_from_env() if keys is None else keys
     refs = {name: parse_model(name) for name in names}
-    specs = {name: resolve_model(ref) for name, ref in refs.items()}
+    specs = {name: resolve_model(ref, settings) for name, ref in refs.items()}
     out = {}
     for name in names:
         why = _unavailable_reason(specs[name].provider, settings, keys, refs[name])
@@ -263,10 +263,10 @@ def make_chat_model(
         ProviderUnavailable: missing key (naming the variable), endpoint, SDK or weights file.
     """
     ref = parse_model(name) if isinstance(name, str) else name
-    spec = resolve_model(ref)
     settings = settings or LLMSettings()
     keys = keys_from_env() if keys is None else keys
     endpoints = endpoints_from_env() if endpoints is None else endpoints
+    spec = resolve_model(ref, settings, endpoints=endpoints)  # an endpoint's price: where it is
     why = _unavailable_reason(spec.provider, settings, keys, ref, endpoints)
     if why is not None:
         raise ProviderUnavailable(f"model {str(name)!r} ({spec.provider}) unavailable: {why}")

@@ -3,10 +3,12 @@
 Keys come only from ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GROQ_API_KEY`` and (optional, for
 an OpenAI-compatible endpoint) ``RAG_OPENAI_COMPATIBLE_API_KEY``, read by :func:`keys_from_env`;
 self-hosted endpoints come from ``RAG_OPENAI_COMPATIBLE_BASE_URL`` and ``OLLAMA_HOST``, read by
-:func:`endpoints_from_env` when the settings name none. Both are passed down explicitly, so tests
-hand in fake keys and nothing deep in the code reads the environment. Keys are held as
-:class:`pydantic.SecretStr` so a repr, a log line or a traceback shows ``**********``, never the
-key.
+:func:`endpoints_from_env` when the settings name none, and the price a user states for an endpoint
+on another machine from ``RAG_OPENAI_COMPATIBLE_PRICE`` / ``RAG_OLLAMA_PRICE``
+(``"IN,OUT"`` USD per 1M tokens), read by :func:`prices_from_env`. All are passed down
+explicitly, so tests hand in fake keys and nothing deep in the code reads the environment. Keys are
+held as :class:`pydantic.SecretStr` so a repr, a log line or a traceback shows ``**********``,
+never the key.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from rag.errors import ConfigError
 from rag.shard import default_shards
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,16 @@ ENDPOINT_ENV: dict[str, str] = {
 }
 #: Ollama's address when ``OLLAMA_HOST`` is unset (its own default).
 OLLAMA_DEFAULT = "http://127.0.0.1:11434/v1"
+#: Where a user states the price of a self-hosted endpoint: ``"IN,OUT"`` USD per 1M tokens.
+PRICE_ENV: dict[str, str] = {
+    "openai-compatible": "RAG_OPENAI_COMPATIBLE_PRICE",
+    "ollama": "RAG_OLLAMA_PRICE",
+}
+#: USD per 1M input and output tokens.
+UsdPerM = tuple[
+    Annotated[float, Field(ge=0, allow_inf_nan=False)],
+    Annotated[float, Field(ge=0, allow_inf_nan=False)],
+]
 
 
 class LLMSettings(BaseModel):
@@ -60,6 +73,17 @@ class LLMSettings(BaseModel):
         None,
         description="Ollama's OpenAI-compatible base URL for ollama:NAME "
         "(None: $OLLAMA_HOST + /v1, else http://127.0.0.1:11434/v1).",
+    )
+    openai_compatible_price: UsdPerM | None = Field(
+        None,
+        description="USD per 1M input and output tokens of the openai-compatible endpoint, e.g. "
+        '(0.1, 0.4) (None: $RAG_OPENAI_COMPATIBLE_PRICE="0.1,0.4"). Without one, an endpoint '
+        "on this machine costs $0 (self-hosted) and one on another host is 'price unknown'.",
+    )
+    ollama_price: UsdPerM | None = Field(
+        None,
+        description="USD per 1M input and output tokens of the Ollama endpoint "
+        "(None: $RAG_OLLAMA_PRICE); priced like openai_compatible_price.",
     )
     gguf_context: int = Field(
         8192,
@@ -162,3 +186,37 @@ def endpoints_from_env(environ: Mapping[str, str] | None = None) -> dict[str, st
         if value := env.get(var, "").strip():
             out[provider] = _v1(value) if provider == "ollama" else value
     return out
+
+
+def parse_price(text: str, source: str) -> UsdPerM:
+    """``"IN,OUT"`` (USD per 1M input and output tokens) as a pair of non-negative floats.
+
+    Raises:
+        ConfigError: not two non-negative numbers; the message names ``source`` and the value.
+    """
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        usd_in, usd_out = (float(p) for p in parts)
+    except ValueError:
+        usd_in = usd_out = -1.0
+    if len(parts) != 2 or not (0 <= usd_in < float("inf") and 0 <= usd_out < float("inf")):
+        raise ConfigError(
+            f"{source}={text!r}: give the price as IN,OUT USD per 1M input and output tokens, "
+            'e.g. "0.10,0.40"'
+        )
+    return usd_in, usd_out
+
+
+def prices_from_env(environ: Mapping[str, str] | None = None) -> dict[str, tuple[UsdPerM, str]]:
+    """User-stated prices of the self-hosted providers from the environment, each with the
+    variable it came from: the only function that reads them.
+
+    Raises:
+        ConfigError: a set variable that is not ``IN,OUT`` (named with its value).
+    """
+    env = os.environ if environ is None else environ
+    return {
+        provider: (parse_price(value, var), var)
+        for provider, var in PRICE_ENV.items()
+        if (value := env.get(var, "").strip())
+    }
