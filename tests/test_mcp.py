@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -233,3 +234,66 @@ def test_stdout_is_kept_for_the_protocol_alone(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=True)
     assert r.stdout == b'{"jsonrpc": "2.0"}\n'
     assert b"a library prints" in r.stderr and b"native code writes" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def http_url(tmp_path_factory, shared_dir):
+    """A real ``rag mcp --http`` on a free 127.0.0.1 port (its own session; stopped by its pid);
+    its MCP endpoint URL once the port accepts connections."""
+    from tests.polling import wait_until
+    from tests.serve_support import READY_TIMEOUT_S, free_port
+
+    tmp = tmp_path_factory.mktemp("mcp-http")
+    port = free_port()
+    log = tmp / "server.log"
+    cmd = [sys.executable, "-m", "rag.cli", "mcp", "--profile", "smoke", "--index-dir",
+           str(tmp / "served"), "--http", "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, cwd=paths.project_root(),
+            start_new_session=True,
+        )  # fmt: skip
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"rag mcp --http exited: {log.read_text()[-3000:]}")
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_until(up, what="rag mcp --http to listen", timeout_s=READY_TIMEOUT_S, interval_s=0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+
+
+def test_streamable_http_serves_the_same_tools(http_url):
+    """The SDK's streamable-HTTP client against ``rag mcp --http``: the tools are listed, a call
+    answers, a bad input is a tool error naming the value, and the session still serves after."""
+    import httpx
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def session_calls():
+        async with httpx.AsyncClient(trust_env=False, timeout=CALL_TIMEOUT_S) as http:
+            async with streamable_http_client(http_url, http_client=http) as (read, write, _):
+                async with ClientSession(read, write) as s:
+                    init = await s.initialize()
+                    tools = (await s.list_tools()).tools
+                    found = await s.call_tool("search", {"query": "subword information", "k": 2})
+                    bad = await s.call_tool("related", {"arxiv_id": SBERT, "k": 51})
+                    listed = await s.call_tool("list_papers", {})
+                    return init, tools, found, bad, listed
+
+    init, tools, found, bad, listed = asyncio.run(session_calls())
+    assert init.serverInfo.name == "arxiv-rag-lab"
+    assert {t.name for t in tools} == TOOLS
+    hits = result(found)["hits"]
+    assert len(hits) == 2 and hits[0]["arxiv_id"] == "1607.04606"  # fastText: subword information
+    text = error_text(bad)
+    assert "k" in text and "51" in text
+    assert {p["arxiv_id"] for p in result(listed)["papers"]} == SMOKE_PAPERS
