@@ -194,10 +194,15 @@ def grade(
     )
 
 
-def latency_table(comparisons: Mapping[str, Comparison]) -> pd.DataFrame:
-    """p50/p95 per retriever and dataset (query encoding, LLM calls and reranking included)."""
+def latency_table(comparisons: Mapping[str, Comparison | Mapping[str, QueryRuns]]) -> pd.DataFrame:
+    """p50/p95 per retriever and dataset (query encoding, LLM calls and reranking included).
+
+    A dataset maps to its :class:`Comparison`, or to its runs alone (questions without labels,
+    e.g. a user's own questions, are timed all the same).
+    """
     rows = []
     for ds, comp in comparisons.items():
-        for name, runs in comp.runs.items():
+        runs_of = comp.runs if isinstance(comp, Comparison) else comp
+        for name, runs in runs_of.items():
             rows.append({"dataset": ds, "retriever": name, **_latency(runs.latency_ms)})
     return pd.DataFrame(rows)

@@ -27,10 +27,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import pandas as pd
 
 from rag.evaluation.gold import GoldItem
+from rag.evaluation.own_questions import GoldCoverage
 from rag.evaluation.stats import bootstrap_ci
 from rag.retrieval.rewrite import LLMRewriter, Rewrite, name_tokens, rewrite
 
@@ -138,3 +140,11 @@ def restoration_table(
                      "share": share, "ci_low": ci.low if ci else share,
                      "ci_high": ci.high if ci else share})  # fmt: skip
     return pd.DataFrame(rows).set_index("condition")
+
+
+def follow_ups_skipped(coverage: GoldCoverage) -> dict[str, Any]:
+    """The ``metrics.json`` record of a run with no follow-up: no gold on the papers (the
+    follow-ups are gold questions), or gold on which the construction rule yields none."""
+    if not coverage.covers("questions"):
+        return coverage.skipped("questions")
+    return {"skipped": "the construction rule yields no follow-up on these papers"}

@@ -360,13 +360,15 @@ def trace_records(
     contexts: Mapping[str, Context],
     items: Sequence[GoldItem],
     *,
+    questions: Mapping[str, str] | None = None,
     context_name: str = "retrieved",
 ) -> list[dict[str, Any]]:
     """One JSON-ready record per question for ``traces.jsonl`` (no paths, no keys).
 
     Question, gold answer, the context's chunks (id, paper, page), the answer with its prompt
     version and the answerer's decision trace, its claims with verdicts and reasons, citations
-    with whether the cited sources support their sentence, F1 / EM, latency and tokens.
+    with whether the cited sources support their sentence, F1 / EM, latency and tokens. A question
+    without a gold item (a user's own) takes its text from ``questions``; its gold fields are None.
     """
     by_qid = {i.qid: i for i in items}
     out = []
@@ -385,7 +387,7 @@ def trace_records(
                 "qid": qid,
                 "answerer": grade.name,
                 "context": context_name,
-                "question": it.question if it else None,
+                "question": it.question if it else (questions or {}).get(qid),
                 "gold_answer": it.answer if it else None,
                 "answer_type": it.answer_type if it else None,
                 "answerable": it.answerable if it else None,

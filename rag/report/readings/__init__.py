@@ -6,8 +6,9 @@ Each reading returns an ``IPython.display.Markdown``; ``answer_*`` functions ret
 the index page shows for the notebook. Fixed wording is for method and caveats only.
 
 One module per notebook (:mod:`.ingest`, :mod:`.chunk`, :mod:`.index`, :mod:`.retrieval`,
-:mod:`.faithfulness`, :mod:`.conversation`), number formatting in :mod:`.common`, and the two
-readings that need files in :mod:`.loaders`. Every reading is importable from here, so notebooks
+:mod:`.faithfulness`, :mod:`.conversation`), the skip notes and gold-free readings of papers no
+gold covers in :mod:`.nogold`, number formatting in :mod:`.common`, and the two readings that need
+files in :mod:`.loaders`. Every reading is importable from here, so notebooks
 write ``from rag.report import readings`` and ``readings.<name>(...)``.
 """
 
@@ -42,6 +43,20 @@ from rag.report.readings.index import (
 )
 from rag.report.readings.ingest import answer_ingest, block_kinds, ingest_counts, parse_quality
 from rag.report.readings.loaders import context_choice, parameter_of, retrieval_chunk_metrics
+from rag.report.readings.nogold import (
+    SKIP_NOTE,
+    agreement_reading,
+    answer_chunk_without_gold,
+    answer_faithfulness_without_gold,
+    answer_no_follow_ups,
+    answer_retrieval_without_gold,
+    coverage_reading,
+    faithfulness_without_gold,
+    headline_without_gold,
+    needs_gold,
+    no_follow_ups,
+    own_questions_reading,
+)
 from rag.report.readings.retrieval import (
     answer_retrieval,
     breakdown_reading,
@@ -59,6 +74,18 @@ from rag.report.readings.retrieval import (
 )
 
 __all__ = [
+    "SKIP_NOTE",
+    "agreement_reading",
+    "answer_chunk_without_gold",
+    "answer_no_follow_ups",
+    "answer_faithfulness_without_gold",
+    "answer_retrieval_without_gold",
+    "coverage_reading",
+    "faithfulness_without_gold",
+    "headline_without_gold",
+    "needs_gold",
+    "no_follow_ups",
+    "own_questions_reading",
     "answer_chunk",
     "answer_conversation",
     "answer_faithfulness",
