@@ -92,6 +92,19 @@ def test_ask_takes_k_as_given(index_dir, capsys):
     assert "[1]" in d["answer"]
 
 
+def test_ask_json_names_a_gguf_model_by_its_file_name(index_dir, capsys):
+    from rag.llm.local_weights import converted_gguf
+
+    model = converted_gguf("bf16")  # the packaged SmolLM2 as a file given by absolute path
+    question = "What is a skipgram model?"
+    code, out, err = rag(capsys, "ask", question, "--model", f"gguf:{model}", "-k", "2", "--json",
+                         *smoke(index_dir))  # fmt: skip
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["answerer"] == f"gguf:{model.name}" and d["answer"].strip()
+    assert str(model.parent) not in out  # no local path in what is printed
+
+
 def _chat(capsys, monkeypatch, index_dir: str, *extra: str) -> list[str]:
     turns = "What is the subword model of fastText?\nHow is it trained?\n\n"
     monkeypatch.setattr(sys, "stdin", io.StringIO(turns))

@@ -209,8 +209,12 @@ class Lab:
                     f"{spec.name}: gguf: models are served only as the profile's "
                     "local_model, not named per request",
                 )
+        from rag.llm.registry import parse_model
+
         max_tokens = self.settings.local_max_tokens if name == self.settings.local_model else 256
-        return LLMAnswerer(self.chat_model(name), max_tokens=max_tokens, name=name)
+        # named as written, but a gguf: file by its file name: answers never carry a local path
+        label = parse_model(name).label
+        return LLMAnswerer(self.chat_model(name), max_tokens=max_tokens, name=label)
 
     # -- operations ----------------------------------------------------------------------------
 
