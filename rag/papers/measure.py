@@ -238,26 +238,35 @@ def related_work(rows, corpus: Sequence[str], vectors: dict[str, np.ndarray]) ->
 def measure(
     manifest_path: str = "data/manifest.jsonl",
     *,
+    paper_ids: Sequence[str] = (),
     max_papers: int = 0,
     pdf_mirror: str = "",
     citations_out: str = "outputs/papers/citations.jsonl",
     chunking: dict | None = None,
     embedder: str = "minilm",
+    threshold: float | None = None,
 ) -> dict:
-    """Run every measurement on a corpus, write ``citations_out``; return the JSON summary."""
+    """Run every measurement on a corpus, write ``citations_out``; return the JSON summary.
+
+    The graph is built at ``threshold``, or, when None, at the threshold the title-resolution
+    measurement chose on its tuning half (on the whole pinned corpus that is
+    :data:`~rag.papers.resolve.TITLE_THRESHOLD`; a handful of papers cannot choose one, so a small
+    selection passes the pinned constant).
+    """
     t0 = time.perf_counter()
-    papers, parsed = corpus_papers(manifest_path, (), max_papers, pdf_mirror=pdf_mirror)
+    papers, parsed = corpus_papers(manifest_path, paper_ids, max_papers, pdf_mirror=pdf_mirror)
     parsed = [p for p in parsed if p.ok]
     matcher = TitleMatcher({p.arxiv_id: p.title for p in papers})
     timings = {"load_s": round(time.perf_counter() - t0, 2)}
     t = time.perf_counter()
     resolution = title_resolution(title_probes(papers, parsed, matcher))
     timings["title_resolution_s"] = round(time.perf_counter() - t, 2)
-    threshold = resolution["threshold"]
-    if threshold != TITLE_THRESHOLD:
+    if threshold is None:
+        threshold = resolution["threshold"]
+    if resolution["threshold"] != TITLE_THRESHOLD and not paper_ids and not max_papers:
         log.warning(
             "chosen title threshold %s differs from rag.papers.resolve.TITLE_THRESHOLD %s; update "
-            "the constant", threshold, TITLE_THRESHOLD,
+            "the constant", resolution["threshold"], TITLE_THRESHOLD,
         )  # fmt: skip
     t = time.perf_counter()
     rows = build_citations(papers, parsed, threshold=threshold)
@@ -275,6 +284,7 @@ def measure(
     return {
         "corpus": {"manifest": manifest_path, "papers": len(papers), "parsed": len(parsed)},
         "citations_file": citations_out,
+        "graph_threshold": threshold,
         "title_resolution": resolution,
         "splitting_numbered": split,
         "graph": graph,
