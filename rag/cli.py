@@ -59,6 +59,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
+    if args.action == "fetch":
+        from rag.llm.assembled import cmd_fetch
+
+        return cmd_fetch(args.name)
     from rag.llm.commands import cmd_models
 
     return cmd_models()
@@ -145,6 +149,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=_cmd_bench)
 
     m = sub.add_parser("models", help="LLM registry with prices and availability (keys from env)")
+    m.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "fetch"],
+        default="list",
+        help="list (default) | fetch NAME: assemble and verify a local model file",
+    )
+    m.add_argument("name", nargs="?", help="fetch: the model (rag models lists them)")
     m.set_defaults(func=_cmd_models)
     ls = sub.add_parser(
         "llm-smoke", help="one call per available LLM provider, then the cost table"

@@ -10,13 +10,15 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rag.errors import LLMError
+from rag.errors import LLMError, ProviderUnavailable
+from rag.llm.assembled import ASSEMBLED, assembled_path
 from rag.llm.cache import CompletionCache
 from rag.llm.estimate import estimate_cost, estimate_frame
 from rag.llm.factory import available_models, make_cache, make_chat_model
 from rag.llm.meter import CostMeter
 from rag.llm.registry import MODELS, PRICES_AS_OF
 from rag.llm.settings import ApiKeys, LLMSettings, keys_from_env
+from rag.paths import display
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,6 +62,13 @@ def models_table(settings: LLMSettings | None = None, keys: ApiKeys | None = Non
             f"{name:<26}{m.provider:<11}{m.context_length:>9}{m.usd_in_per_m:>9.2f}"
             f"{m.usd_out_per_m:>10.2f}{m.as_of or '':>12}  {'yes' if ok else 'no — ' + why}"
         )
+    for name, m in sorted(ASSEMBLED.items()):
+        try:
+            where = f"yes — {display(assembled_path(name))}"
+        except ProviderUnavailable as e:
+            where = f"no — {e}"
+        lines.append(f"{name:<26}{'local':<11}{'':>9}{0:>9.2f}{0:>10.2f}{'':>12}  {where}")
+        lines.append(f"{'':<26}{m.about}, sha256 {m.sha256[:16]}…")
     lines.append(
         f"(list prices from rag/llm/prices.yaml, each with its source and date, newest "
         f"{PRICES_AS_OF}; any other model: provider:model, see docs/your-models.md)"

@@ -18,6 +18,7 @@ from typing import Any
 
 from rag.errors import ConfigError, LLMError, ProviderUnavailable
 from rag.llm.anthropic_chat import AnthropicBackend
+from rag.llm.assembled import ASSEMBLED, assembled_path
 from rag.llm.base import ChatModel
 from rag.llm.cache import CompletionCache
 from rag.llm.gguf import check_context, check_gguf_path, file_sha256, read_gguf
@@ -56,6 +57,17 @@ def _base_url(provider: str, settings: LLMSettings, endpoints: Mapping[str, str]
     return own or endpoints.get(provider)
 
 
+def _gguf_ref(ref: ModelRef) -> ModelRef:
+    """``gguf:PATH`` of an assembled local model (``local:NAME``); any other reference as is.
+
+    Raises:
+        ProviderUnavailable: the assembled file is absent (the message names the command).
+    """
+    if ref.provider == "local" and ref.model in ASSEMBLED:
+        return ModelRef("gguf", str(assembled_path(ref.model)))
+    return ref
+
+
 def _unavailable_reason(
     provider: str,
     settings: LLMSettings,
@@ -63,6 +75,11 @@ def _unavailable_reason(
     ref: ModelRef | None = None,
     endpoints: Mapping[str, str] | None = None,
 ) -> str | None:
+    if ref is not None and ref.provider == "local" and ref.model in ASSEMBLED:
+        try:
+            ref = _gguf_ref(ref)
+        except ProviderUnavailable as e:
+            return str(e)
     if provider == "local":
         try:
             find_gguf()
@@ -272,7 +289,7 @@ def make_chat_model(
         raise ProviderUnavailable(f"model {str(name)!r} ({spec.provider}) unavailable: {why}")
     backend: Backend
     if spec.provider == "gguf":
-        spec, backend = _gguf_backend(ref, spec, settings, min_context)
+        spec, backend = _gguf_backend(_gguf_ref(ref), spec, settings, min_context)
     else:
         if min_context is not None and spec.context_length is not None:
             if min_context > spec.context_length:

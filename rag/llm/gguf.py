@@ -66,10 +66,10 @@ def check_gguf_path(path: str | Path) -> Path:
 
 @cache
 def _read(path: Path, size: int, mtime_ns: int) -> GGUFInfo:
-    from llama_cpp import Llama
+    from rag.llm.llama_load import load_llama
 
     try:
-        llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        llm = load_llama(model_path=str(path), vocab_only=True, verbose=False)
     except (ValueError, RuntimeError) as e:
         raise ConfigError(f"gguf model {path.name!r}: llama.cpp cannot read it ({e})") from e
     meta = dict(llm.metadata)

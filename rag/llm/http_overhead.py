@@ -89,12 +89,12 @@ def _start_server(gguf: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
 def run(gguf: Path, n_prompts: int) -> dict[str, Any]:
     """Measure both paths on ``n_prompts`` prompts; the JSON record."""
     import openai
-    from llama_cpp import Llama
 
+    from rag.llm.llama_load import load_llama
     from rag.llm.model import RawCompletion
 
     load_at_start = os.getloadavg()[0]
-    llm = Llama(
+    llm = load_llama(
         model_path=str(gguf), n_ctx=N_CTX, n_threads=1, n_threads_batch=1, seed=0, verbose=False
     )
 

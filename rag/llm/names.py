@@ -8,12 +8,14 @@
   LM Studio) at ``LLMSettings.openai_compatible_base_url`` or ``$RAG_OPENAI_COMPATIBLE_BASE_URL``.
 - ``gguf:/path/to/model.gguf`` — a local GGUF chat model run in-process by llama.cpp with the
   file's own chat template.
-- ``local:smollm2-135m`` — the packaged default.
+- ``local:smollm2-135m`` — the packaged default; ``local:qwen2.5-coder-0.5b`` — a GGUF file
+  assembled and verified by ``rag models fetch qwen2.5-coder-0.5b`` (:mod:`rag.llm.assembled`).
 
 A bare name (``gpt-4o-mini``, ``smollm2-135m``) names a model registered in
-``rag/llm/prices.yaml``. The split is at the first colon, so only the provider part is checked
-here: a typo in it is an error naming the known providers; an unknown model of a known provider is
-allowed (:func:`rag.llm.registry.resolve_model` reports its price as unknown).
+``rag/llm/prices.yaml`` or an assembled local model. The split is at the first colon, so only the
+provider part is checked here: a typo in it is an error naming the known providers; an unknown
+model of a known provider is allowed (:func:`rag.llm.registry.resolve_model` reports its price as
+unknown).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ PROVIDERS: dict[str, str] = {
     "ollama": "Ollama's OpenAI-compatible API at $OLLAMA_HOST",
     "openai-compatible": "an OpenAI-compatible endpoint at $RAG_OPENAI_COMPATIBLE_BASE_URL",
     "gguf": "a local GGUF chat model file run by llama.cpp",
-    "local": "the packaged SmolLM2-135M",
+    "local": "the packaged SmolLM2-135M, or a model `rag models fetch` assembles",
 }
 
 

@@ -21,6 +21,7 @@ Any other model is named ``provider:model`` (:mod:`rag.llm.names`) and gets a sp
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import socket
@@ -35,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag.errors import ConfigError
+from rag.llm.assembled import ASSEMBLED
 from rag.llm.names import ModelRef
 from rag.llm.names import parse_model as _parse
 from rag.llm.settings import (
@@ -172,8 +174,10 @@ def get_model(name: str) -> ModelSpec:
 
 
 def parse_model(name: str) -> ModelRef:
-    """Parse a model name (:func:`rag.llm.names.parse_model`) against the registered names."""
-    return _parse(name, {n: m.provider for n, m in MODELS.items()})
+    """Parse a model name (:func:`rag.llm.names.parse_model`) against the registered names
+    (the price table's and the assembled local models' of :mod:`rag.llm.assembled`)."""
+    known = {n: m.provider for n, m in MODELS.items()}
+    return _parse(name, {**dict.fromkeys(ASSEMBLED, "local"), **known})
 
 
 def registered(ref: ModelRef) -> ModelSpec | None:
@@ -246,10 +250,14 @@ def resolve_model(
     ref = parse_model(name) if isinstance(name, str) else name
     if (spec := registered(ref)) is not None:
         return spec
+    if ref.provider == "local" and ref.model in ASSEMBLED:
+        # an assembled GGUF file (rag.llm.assembled): priced, run and cached as gguf:PATH
+        return dataclasses.replace(resolve_model(ModelRef("gguf", ref.model)), name=ref.model)
     if ref.provider == "local":
         local = [m.name for m in MODELS.values() if m.provider == "local"]
         raise ConfigError(
-            f"unknown local model {ref.model!r}: the packaged one is {', '.join(local)}; "
+            f"unknown local model {ref.model!r}: the packaged one is {', '.join(local)}, the "
+            f"assembled ones (`rag models fetch NAME`) {', '.join(sorted(ASSEMBLED))}; "
             "run another GGUF file as gguf:/path/to/model.gguf"
         )
     if ref.provider in IN_PROCESS:
