@@ -13,7 +13,9 @@ from rag.answer.answerers import (
     LOCAL_VARIANTS,
     AnswerSettings,
     build_answerers,
+    build_model_answerers,
     local_row,
+    model_row,
 )
 from rag.answer.base import Answer, Answerer
 from rag.answer.context import assemble_context
@@ -32,6 +34,8 @@ from tests.test_answer_offline import TEXT1, TEXT2, OverlapJudge, hit
 
 class GrammarChat(FakeChatModel):
     """The suite's fake model, also taking the grammar keywords a llama.cpp model takes."""
+
+    supports_grammar = True
 
     def complete(self, messages, **kw):
         out = super().complete(
@@ -198,3 +202,45 @@ def test_support_spans_are_memoised_by_the_judges_content(ctx):
     other = support_spans(halved, statement, ctx)
     assert halved.calls == len(spans)
     assert [s.score for s in other] == [round(s.score * 0.5, 6) for s in spans]
+
+
+def test_more_models_run_the_same_variants_under_the_same_settings(ctx):
+    """Each extra model gets the default model's rows, named "<row> [<model>]", answering as the
+    default rows would with that model (same settings, same judge, same prompts)."""
+    judge = OverlapJudge()
+    other, again = GrammarChat(REPLY, name="other"), GrammarChat(REPLY, name="other")
+    built, status = build_model_answerers(
+        ["plain", "gbnf+gate"], {"gguf:m.gguf": other}, SETTINGS, judge
+    )
+    assert list(built) == ["local [gguf:m.gguf]", "local+gbnf+gate [gguf:m.gguf]"]
+    assert status == dict.fromkeys(built, "run (gguf:m.gguf)")
+    assert model_row("local+gbnf", "x") == "local+gbnf [x]"
+    same = build_answerers(["local", "local+gbnf+gate"], SETTINGS, again, judge)
+    for extra, default in zip(built.values(), same.values(), strict=True):
+        for q in QUESTIONS:
+            assert dataclasses.replace(extra.answer(q, ctx), latency_s=0.0) == dataclasses.replace(
+                default.answer(q, ctx), latency_s=0.0
+            )
+    assert other.calls == again.calls and other.calls[-1]["repeat_penalty"] == 1.3
+    assert build_model_answerers(["gbnf"], {}, SETTINGS, judge) == ({}, {})
+    with pytest.raises(ConfigError, match="'gbnff'"):
+        build_model_answerers(["gbnff"], {"m": other}, SETTINGS, judge)
+    with pytest.raises(ConfigError, match="more than once"):
+        build_model_answerers(["gbnf", "gbnf"], {"m": other}, SETTINGS, judge)
+    with pytest.raises(ConfigError, match="judge"):
+        build_model_answerers(["gbnf+gate"], {"m": other}, SETTINGS, None)
+
+
+def test_an_endpoint_model_runs_only_the_plain_row(ctx):
+    """A model without llama.cpp grammars (an Ollama endpoint) runs the plain row; its grammar
+    rows are "not run" with the reason, never an error mid-report."""
+    plain_only = FakeChatModel(REPLY, name="ollama")
+    built, status = build_model_answerers(
+        ["plain", "gbnf", "quote+gate"], {"ollama:qwen2.5:7b": plain_only}, SETTINGS, OverlapJudge()
+    )
+    assert list(built) == ["local [ollama:qwen2.5:7b]"]
+    assert status["local [ollama:qwen2.5:7b]"] == "run (ollama:qwen2.5:7b)"
+    for row in ("local+gbnf [ollama:qwen2.5:7b]", "local+quote+gate [ollama:qwen2.5:7b]"):
+        assert status[row].startswith("not run: ") and "grammar" in status[row]
+    built["local [ollama:qwen2.5:7b]"].answer(QUESTIONS[0], ctx)
+    assert "grammar" not in plain_only.calls[-1]

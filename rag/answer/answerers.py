@@ -17,11 +17,15 @@ name                   answerer
 ``local+quote+gate``   ``local+quote`` behind the support gate
 ``closed-book``        the chat model under the grammar with no sources (a baseline)
 =====================  ======================================================================
+
+More models behind the same local rows (:func:`build_model_answerers`) are named
+``"<row> [<model>]"``, e.g. ``local+gbnf [local:qwen2.5-coder-0.5b]``, so the default model's rows
+keep their names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -171,11 +175,66 @@ def build_answerers(
     return {n: build_answerer(n, s, chat_model, judge) for n in names}
 
 
+def model_row(row: str, model: str) -> str:
+    """The name of a local ``row`` run by another ``model``: ``"local+gbnf [gguf:qwen.gguf]"``."""
+    return f"{row} [{model}]"
+
+
+def build_model_answerers(
+    variants: Sequence[str],
+    chat_models: Mapping[str, ChatModel],
+    settings: AnswerSettings | None = None,
+    judge: ClaimJudge | None = None,
+) -> tuple[dict[str, Answerer], dict[str, str]]:
+    """The local ``variants`` (:data:`LOCAL_VARIANTS`) once per model, same settings and judge.
+
+    Every variant but ``plain`` decodes under a llama.cpp grammar, so it runs only on a model
+    whose ``supports_grammar`` is true (``local:`` and ``gguf:`` models); on any other (an
+    Ollama or OpenAI-compatible endpoint, an API) its row is "not run" with the reason.
+
+    Args:
+        variants: local variants, e.g. ``["plain", "gbnf", "gbnf+gate"]``.
+        chat_models: ``{model label: chat model}``; the label goes into the row name
+            (:func:`model_row`).
+        settings: the stage settings (defaults when None), shared with the default model's rows.
+        judge: the claim judge of the ``+gate`` rows.
+
+    Returns:
+        ``({row: answerer}, {row: "run (<label>)" | "not run: <reason>"})`` over every model and
+        variant, in that order.
+
+    Raises:
+        ConfigError: an unknown or repeated variant, or a ``+gate`` variant without a judge.
+    """
+    rows = {v: local_row(v) for v in variants}
+    dup = sorted({v for v in variants if list(variants).count(v) > 1})
+    if dup:
+        raise ConfigError(f"local variants {dup} named more than once; name each once")
+    s = settings or AnswerSettings()
+    built: dict[str, Answerer] = {}
+    status: dict[str, str] = {}
+    for label, chat in chat_models.items():
+        grammar = bool(getattr(chat, "supports_grammar", False))
+        for variant, row in rows.items():
+            name = model_row(row, label)
+            if variant != "plain" and not grammar:
+                status[name] = (
+                    f"not run: {variant} decodes under a llama.cpp grammar, which {label} does "
+                    "not take (local: and gguf: models do)"
+                )
+                continue
+            built[name] = build_answerer(row, s, chat, judge)
+            status[name] = f"run ({label})"
+    return built, status
+
+
 __all__ = [
     "ANSWERER_NAMES",
     "LOCAL_VARIANTS",
     "AnswerSettings",
     "build_answerer",
     "build_answerers",
+    "build_model_answerers",
     "local_row",
+    "model_row",
 ]

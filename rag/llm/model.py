@@ -194,6 +194,11 @@ class CachedChatModel:
             self._cache.set(key, entry)
         return self._record(entry, cached=False, latency=latency)
 
+    @property
+    def supports_grammar(self) -> bool:
+        """Whether this model takes a llama.cpp grammar and repeat penalty (the local engine)."""
+        return bool(getattr(self._backend, "supports_grammar", False))
+
     def complete_many(
         self, batch: Sequence[list[Message]], *, progress: bool = True, **kwargs: object
     ) -> list[Completion]:
