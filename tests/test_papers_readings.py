@@ -1,0 +1,64 @@
+"""Notebook 07's readings: stated from the measurement dicts, and honest when n is too small."""
+
+from __future__ import annotations
+
+import json
+
+from rag import paths
+from rag.report.readings import papers as readings
+
+BENCH = json.loads(paths.resolve("outputs/bench/citations.json").read_text())
+SUMMARIES = json.loads(paths.resolve("outputs/bench/summaries.json").read_text())
+
+
+def test_related_reading_quotes_the_best_method_and_its_paired_test_against_text():
+    rel = BENCH["related_work"]
+    text = readings.related_reading(rel).data
+    best = rel["best_by_recall@10"]
+    r10 = rel["methods"][best]["recall@10"]
+    assert f"**{best} ranks best, recall@10 {r10['mean']:.3f} (95 % CI {r10['ci_low']:.3f}–" in text
+    pair = next(t for t in rel["paired_tests"]["recall@10"] if {t["a"], t["b"]} == {best, "text"})
+    sign = 1 if pair["a"] == best else -1
+    assert f"paired difference is {sign * pair['diff']:+.3f}" in text
+    assert ("a real difference" in text) == pair["significant"]
+
+
+def test_resolution_reading_and_ratio_read_the_held_out_half():
+    res = BENCH["title_resolution"]
+    held = res["held_out"]
+    text = readings.resolution_reading(res).data
+    assert f"({held['precision']['k']}/{held['precision']['n']}; exact 95 % CI" in text
+    assert readings.ratio(held["recall"]) == f"{held['recall']['k']}/{held['recall']['n']}"
+
+
+def test_too_few_papers_is_said_not_computed():
+    empty = {"mean": None, "ci_low": None, "ci_high": None, "n": 0}
+    half = {"papers": 1, "entries": 0, "entries_citing_corpus": 0, "precision": empty,
+            "recall": empty}  # fmt: skip
+    res = {"probes": 0, "threshold": 75.0, "tied_range": [50.0, 100.0], "tuning": half,
+           "held_out": half}  # fmt: skip
+    assert "Too few references" in readings.resolution_reading(res).data
+    assert readings.ratio(empty) == "none measured" and readings.proportion(empty) == "no items"
+    rel = {"queries": 1, "note": "fewer than two papers cite another corpus paper"}
+    assert "not measured on this selection" in readings.related_reading(rel).data
+    assert "too few" in readings.summaries_reading({"n_papers": 1, "skipped": []}).data
+    split = {"papers": 0, "overall": {"found": 0, "true": 0, "ratio": None}}
+    assert "unmeasured" in readings.splitting_reading(split, None).data
+    graph = {"papers": 5, "edges_in_corpus": 0}
+    assert "no network to draw" in readings.graph_reading(graph, {}, {}).data
+    answer = readings.answer_papers(graph, res, rel, {"n_papers": 1})
+    assert answer == "The references of 5 papers resolve to 0 in-corpus citations."
+
+
+def test_summaries_reading_and_methods_table_from_the_bench_files():
+    summ = {"n_papers": SUMMARIES["n_papers"], "metrics": SUMMARIES["metrics"]}
+    text = readings.summaries_reading(summ).data
+    e = SUMMARIES["metrics"]["extractive"]["rouge_l"]
+    assert f"extractive ROUGE-L **{e['mean']:.3f} (95 % CI {e['ci_low']:.3f}–" in text
+    table = readings.methods_compared(BENCH, summ, None)
+    assert list(table["task"].unique()) == [
+        "split references", "resolve a reference", "related work", "summarise"
+    ]  # fmt: skip
+    assert (table["source"] == "this run").all()
+    row = table[(table["task"] == "related work") & (table["method"] == "fusion")].iloc[0]
+    assert row["n"] == BENCH["related_work"]["queries"]
