@@ -18,21 +18,31 @@ from rag.report.readings.common import interval, join, md, num
 
 #: The first sentence of every skip note (the tests and the browser check look for it).
 SKIP_NOTE = "No gold questions cover these papers: this section needs gold and is skipped."
+#: The first sentence of the note in a section that still shows what needs no gold.
+PARTIAL_NOTE = (
+    "No gold questions cover these papers: what this section grades against gold is skipped."
+)
 
 
-def skip_text(coverage: GoldCoverage, need: Need = "questions", shows: str = "") -> str:
+def skip_text(
+    coverage: GoldCoverage, need: Need = "questions", shows: str = "", *, partial: bool = False
+) -> str:
     """The skip note as plain text: what the section grades against, how much of it the slice
-    has (0), that it is recorded as skipped, and (``shows``) what the page shows instead."""
+    has (0), that it is recorded as skipped, and (``shows``) what the page shows instead;
+    ``partial`` for a section that still shows what needs no gold."""
     return (
-        f"**{SKIP_NOTE}** It grades against {NEEDS[need]}, and these {coverage.papers} papers "
+        f"**{PARTIAL_NOTE if partial else SKIP_NOTE}** It grades against {NEEDS[need]}, and "
+        f"these {coverage.papers} papers "
         f"have {coverage.n(need)}; `metrics.json` records the section as skipped, not as 0."
         + (f" {shows}" if shows else "")
     )
 
 
-def needs_gold(coverage: GoldCoverage, need: Need = "questions", shows: str = "") -> Any:
+def needs_gold(
+    coverage: GoldCoverage, need: Need = "questions", shows: str = "", *, partial: bool = False
+) -> Any:
     """The skip note of a gold section, as a visible block of the rendered page."""
-    return md("> " + skip_text(coverage, need, shows))
+    return md("> " + skip_text(coverage, need, shows, partial=partial))
 
 
 def coverage_reading(coverage: GoldCoverage) -> Any:
@@ -204,6 +214,7 @@ def answer_faithfulness_without_gold(
 
 
 __all__ = [
+    "PARTIAL_NOTE",
     "SKIP_NOTE",
     "agreement_reading",
     "answer_no_follow_ups",

@@ -226,23 +226,25 @@ def proxy_reading(proxy: Any) -> Any:
     )
 
 
-def llm_cache_label(meter: dict[str, Any]) -> str:
-    """Legend label of the first latency pass: cold only when LLM calls were actually made."""
+def llm_cache_label(meter: dict[str, Any], questions: str = "gold questions") -> str:
+    """Legend label of the first latency pass (on ``questions``): cold only when LLM calls were
+    actually made."""
     total = meter.get("total", {})
     if not total.get("calls"):
-        return "gold questions (no LLM calls)"
+        return f"{questions} (no LLM calls)"
     if total.get("fresh_calls", 0) == 0:
-        return "gold questions (LLM cache warm)"
-    return f"gold questions ({total['fresh_calls']} fresh LLM calls in this notebook)"
+        return f"{questions} (LLM cache warm)"
+    return f"{questions} ({total['fresh_calls']} fresh LLM calls in this notebook)"
 
 
-def latency_reading(latency: Any, meter: dict[str, Any]) -> Any:
-    """Median latency per retriever and how many LLM calls were fresh or cached."""
+def latency_reading(latency: Any, meter: dict[str, Any], questions: str = "gold questions") -> Any:
+    """Median latency per retriever (on ``questions``) and how many LLM calls were fresh or
+    cached."""
     first = latency[latency["dataset"] == latency["dataset"].iloc[0]]
     parts = [f"{r['retriever']} {r['p50']:.1f} ms" for _, r in first.sort_values("p50").iterrows()]
     total = meter.get("total", {})
     return md(
-        f"**Reading.** Median latency per query on the gold questions: {join(parts)}. "
+        f"**Reading.** Median latency per query on the {questions}: {join(parts)}. "
         f"LLM calls this notebook: {total.get('calls', 0)}, of which {total.get('fresh_calls', 0)} "
         f"fresh and {total.get('cached_calls', 0)} from the disk cache, cost "
         f"${total.get('cost_usd', 0):.4f}"
