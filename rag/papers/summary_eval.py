@@ -18,6 +18,15 @@ bootstrap_ci`), and extractive is compared with lead paired by paper: the paired
 test (:func:`rag.evaluation.stats.paired_test`) and, beside it, the Wilcoxon signed-rank test.
 Papers whose abstract has fewer than :data:`MIN_ABSTRACT_WORDS` words are skipped and counted.
 Writes ``outputs/bench/summaries.json`` for the whole pinned manifest.
+
+``--llm MODEL`` (any model name of :mod:`rag.llm.names`, e.g. ``local:smollm2-135m``) adds the
+row ``llm:MODEL``: :func:`rag.papers.summarize.llm_summary` on the same input sentences, its
+sentences judged by the same offline judge against their evidence in the paper (for an LLM
+sentence this checks the summary, not the judge), the wall seconds per fresh call, and the paired
+comparison with ``extractive`` on the same papers. ``--llm-sample N`` draws N of the measurable
+papers at random (``--seed``) for the LLM rows, for a model too slow for the whole corpus; the
+extractive and lead rows always cover every measurable paper. A paper whose reply holds no usable
+sentence is counted as failed and left out of that row's means, never scored 0.
 """
 
 from __future__ import annotations
@@ -27,10 +36,11 @@ import functools
 import json
 import logging
 import os
+import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rouge_score import rouge_scorer
@@ -38,6 +48,7 @@ from scipy.stats import wilcoxon
 
 from rag import paths
 from rag.corpus.papers import corpus_papers
+from rag.errors import ConfigError, LLMError
 from rag.evaluation.stats import bootstrap_ci, paired_test
 from rag.papers.summarize import (
     DEFAULT_MAX_WORDS,
@@ -51,10 +62,14 @@ from rag.papers.summarize import (
     extractive,
     judged_record,
     lead,
+    llm_summary,
     sentence_vectors,
 )
 from rag.types import ParsedPaper
 from rag.verdicts import ClaimJudge
+
+if TYPE_CHECKING:
+    from rag.llm.base import ChatModel
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +97,18 @@ def paper_row(
     judge: ClaimJudge,
     n: int = DEFAULT_SENTENCES,
     max_words: int = DEFAULT_MAX_WORDS,
+    llms: Mapping[str, ChatModel] | None = None,
+    title: str = "",
 ) -> dict[str, Any] | None:
-    """One paper's measures for every method, or None when its abstract or body is missing."""
+    """One paper's measures for every method, or None when its abstract or body is missing.
+
+    ``llms`` (``{row name: chat model}``) adds one LLM row each (:func:`llm_row`), prompted with
+    the paper's ``title``.
+    """
+    if not measurable(parsed):
+        return None
     reference = abstract_text(parsed)
     inputs = body_sentences(parsed)
-    if len(reference.split()) < MIN_ABSTRACT_WORDS or not inputs:
-        return None
     vectors = sentence_vectors(inputs, embedder)
     picks: dict[str, list[Sentence]] = {
         "extractive": extractive(inputs, vectors, n, max_words),
@@ -111,7 +132,53 @@ def paper_row(
             "sentences": len(recs),
             "roles": sorted({r["role"] for r in recs}),
         }
+    for name, chat in (llms or {}).items():
+        row[name] = llm_row(chat, title, inputs, vectors, reference, embedder, judge, n)
     return row
+
+
+def measurable(parsed: ParsedPaper) -> bool:
+    """Whether a paper has an abstract of :data:`MIN_ABSTRACT_WORDS` words and body sentences."""
+    return len(abstract_text(parsed).split()) >= MIN_ABSTRACT_WORDS and bool(body_sentences(parsed))
+
+
+def llm_row(
+    chat: ChatModel,
+    title: str,
+    inputs: Sequence[Sentence],
+    vectors: np.ndarray,
+    reference: str,
+    embedder: Any,
+    judge: ClaimJudge,
+    n: int,
+) -> dict[str, Any]:
+    """One paper's LLM summary measures; ``{"failed": reason}`` when the reply has no sentence.
+
+    ``seconds`` is the wall time of the call (``cached`` says whether it was served from the
+    completion cache, so only fresh calls measure the model's speed).
+    """
+    t0 = time.perf_counter()
+    try:
+        claims, call = llm_summary(chat, title, inputs, vectors, n)
+    except LLMError as e:
+        return {"failed": f"{type(e).__name__}: {e}", "cached": False}
+    seconds = time.perf_counter() - t0
+    log.info("%s: %d sentences in %.1f s%s", chat.name, len(claims), seconds,
+             " (cached)" if call["cached"] else "")  # fmt: skip
+    claim_vectors = sentence_vectors([Sentence(i, c, "", "", 0) for i, c in enumerate(claims)],
+                                     embedder)  # fmt: skip
+    recs = judged_record(claims, inputs, vectors, claim_vectors, judge)
+    text = " ".join(claims)
+    return {
+        "rouge_l": round(rouge_l(text, reference), 6),
+        "faithfulness": sum(r["verdict"]["label"] == "supported" for r in recs) / len(recs),
+        "words": len(text.split()),
+        "sentences": len(recs),
+        "seconds": round(seconds, 3),
+        "cached": call["cached"],
+        "input_tokens": call["input_tokens"],
+        "output_tokens": call["output_tokens"],
+    }
 
 
 def _ci(values: Sequence[float]) -> dict:
@@ -129,7 +196,41 @@ def aggregate(rows: Sequence[dict]) -> dict[str, Any]:
         d["wilcoxon_p"] = float(wilcoxon(a, b).pvalue) if np.any(a != b) else 1.0
         d["wins"], d["losses"] = int(np.sum(a > b)), int(np.sum(a < b))
         out["extractive_vs_lead"][k] = d
+    for m in sorted({k for r in rows for k in r if k.startswith("llm:")}):
+        out.update(llm_aggregate(rows, m))
     return out
+
+
+def _paired(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    d = paired_test(x, y).to_dict()
+    d["wilcoxon_p"] = float(wilcoxon(x, y).pvalue) if np.any(x != y) else 1.0
+    d["wins"], d["losses"] = int(np.sum(x > y)), int(np.sum(x < y))
+    return d
+
+
+def llm_aggregate(rows: Sequence[dict], method: str) -> dict[str, Any]:
+    """An LLM row's means with CIs over the papers it summarised, its failures, and the paired
+    comparison with ``extractive`` on those same papers (``<method>_vs_extractive``).
+
+    ``seconds`` is averaged over fresh calls only (a cached call measures the cache).
+    """
+    tried = [r for r in rows if method in r]
+    done = [r for r in tried if "failed" not in r[method]]
+    if not done:
+        raise ConfigError(f"{method}: no paper got a usable summary ({len(tried)} tried)")
+    fresh = [r[method]["seconds"] for r in done if not r[method]["cached"]]
+    agg: dict[str, Any] = {k: _ci([r[method][k] for r in done]) for k in MEASURES}
+    agg["seconds"] = _ci(fresh) if fresh else {"mean": None, "n": 0, "note": "all calls cached"}
+    agg["papers"] = len(tried)
+    agg["failed"] = {r["paper_id"]: r[method]["failed"] for r in tried if "failed" in r[method]}
+    vs: dict[str, Any] = {"note": "a paired test needs 2 or more papers"}
+    if len(done) >= 2:
+        vs = {
+            k: _paired([r[method][k] for r in done], [r["extractive"][k] for r in done])
+            for k in ("rouge_l", "faithfulness", "words")
+        }
+    return {method: agg, f"{method}_vs_extractive": vs}
 
 
 def measure(
@@ -138,17 +239,43 @@ def measure(
     max_papers: int = 0,
     n: int = DEFAULT_SENTENCES,
     max_words: int = DEFAULT_MAX_WORDS,
+    llms: Mapping[str, ChatModel] | None = None,
+    llm_sample: int = 0,
+    seed: int = 0,
 ) -> dict[str, Any]:
-    """Summarise every parsed paper of the selection and measure it (module docstring)."""
+    """Summarise every parsed paper of the selection and measure it (module docstring).
+
+    Args:
+        llms: ``{model name: chat model}``; each adds the row ``llm:<model name>``.
+        llm_sample: run the LLM rows on this many measurable papers drawn at random with
+            ``seed`` (0: on all of them).
+    """
+    if llm_sample < 0:
+        raise ConfigError(f"llm_sample={llm_sample}: must be >= 0 (0: every paper)")
     t0 = time.perf_counter()
-    _, parsed = corpus_papers(manifest_path, (), max_papers)
+    papers, parsed = corpus_papers(manifest_path, (), max_papers)
+    titles = {p.arxiv_id: p.title for p in papers}
     ok = [p for p in parsed if p.ok]
     embedder, judge = default_embedder(), default_judge()
     timings = {"load_s": round(time.perf_counter() - t0, 2)}
+    chats = {f"llm:{name}": chat for name, chat in (llms or {}).items()}
+    eligible = sorted(pp.paper_id for pp in ok if measurable(pp))
+    sample = set(eligible)
+    if chats and 0 < llm_sample < len(eligible):
+        sample = set(random.Random(seed).sample(eligible, llm_sample))
+    llm_settings = {}
+    if chats:
+        drawn = f"{len(sample)} of {len(eligible)} at random, seed {seed}"
+        llm_settings["llm"] = {
+            "models": sorted(chats),
+            "papers": len(sample),
+            "sample": drawn if len(sample) < len(eligible) else "every measurable paper",
+        }
     t = time.perf_counter()
     rows, skipped = [], []
     for pp in ok:
-        row = paper_row(pp, embedder, judge, n, max_words)
+        use = chats if pp.paper_id in sample else None
+        row = paper_row(pp, embedder, judge, n, max_words, use, titles.get(pp.paper_id, ""))
         (rows.append(row) if row else skipped.append(pp.paper_id))
     timings["summarise_and_judge_s"] = round(time.perf_counter() - t, 2)
     timings["total_s"] = round(time.perf_counter() - t0, 2)
@@ -163,6 +290,7 @@ def measure(
             "embedder": embedder.fingerprint,
             "rouge": "rougeL F, porter stemmer",
             "min_abstract_words": MIN_ABSTRACT_WORDS,
+            **llm_settings,
         },  # fmt: skip
         "n_papers": len(rows),
         "skipped": {"not_parsed": len(parsed) - len(ok), "no_abstract_or_body": skipped},
@@ -187,14 +315,38 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--max-papers", type=int, default=0)
     ap.add_argument("--sentences", type=int, default=DEFAULT_SENTENCES)
     ap.add_argument("--max-words", type=int, default=DEFAULT_MAX_WORDS)
+    ap.add_argument(
+        "--llm",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="add an LLM summary row for this model (provider:model; repeatable)",
+    )
+    ap.add_argument(
+        "--llm-sample",
+        type=int,
+        default=0,
+        help="LLM rows on this many random measurable papers (0: all)",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the --llm-sample draw")
     ap.add_argument("--out", default="outputs/bench/summaries.json")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    llms = {}
+    if args.llm:
+        from rag.llm.factory import make_cache, make_chat_model
+        from rag.llm.settings import LLMSettings
+
+        # one single-thread llama.cpp instance: the summaries are asked one at a time, and two
+        # threads that must meet at every token stall when the cores are shared
+        settings = LLMSettings(local_workers=1, local_threads=1)
+        llms = {m: make_chat_model(m, settings, cache=make_cache(settings)) for m in args.llm}
     doc = measure(args.manifest, max_papers=args.max_papers, n=args.sentences,
-                  max_words=args.max_words)  # fmt: skip
+                  max_words=args.max_words, llms=llms, llm_sample=args.llm_sample,
+                  seed=args.seed)  # fmt: skip
     out = write_json(doc, paths.resolve(args.out))
     m = doc["metrics"]
-    for method in METHODS:
+    for method in [*METHODS, *(f"llm:{x}" for x in llms)]:
         log.info("%s: rouge_l %.3f, faithfulness %.3f, words %.0f", method,
                  m[method]["rouge_l"]["mean"], m[method]["faithfulness"]["mean"],
                  m[method]["words"]["mean"])  # fmt: skip
