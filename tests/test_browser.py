@@ -67,6 +67,38 @@ def test_the_smoke_report_reads_cleanly_in_a_browser(smoke_run, browser, tmp_pat
         assert png.stat().st_size > 5_000, png
 
 
+def test_the_papers_page_shows_the_citation_network_as_svg(smoke_run, browser):
+    """07 draws the network inline as the SVG it saved (zoomable), at a readable width, and the
+    front page carries it as 07's key figure."""
+    out, _ = smoke_run
+    page = browser.new_page(viewport={"width": pagecheck.WIDTH, "height": 900})
+    try:
+        page.goto((out / "07_papers.html").resolve().as_uri(), wait_until="load")
+        # the renderer embeds an SVG output as an <img> with a data: URI; decode it to find ours
+        svgs = page.evaluate(
+            """() => [...document.querySelectorAll('.jp-OutputArea-output img')]
+                 .filter(i => (i.getAttribute('src') || '').startsWith('data:image/svg+xml'))
+                 .map(i => { const r = i.getBoundingClientRect();
+                   const body = atob(i.getAttribute('src').split(',')[1]);
+                   return {w: r.width, h: r.height, loaded: i.complete && i.naturalWidth > 0,
+                           legend: body.includes('primary category (papers)'),
+                           paths: (body.match(/<path /g) || []).length}; })"""
+        )
+        page.goto((out / "index.html").resolve().as_uri(), wait_until="load")
+        key = page.evaluate(
+            """() => [...document.querySelectorAll('[id="07_papers"] figure img')].map(
+                 i => ({src: i.getAttribute('src'), w: i.naturalWidth}))"""
+        )
+    finally:
+        page.close()
+    network = [s for s in svgs if s["legend"]]
+    assert len(network) == 1, svgs
+    assert network[0]["loaded"] and network[0]["w"] >= 600 and network[0]["h"] >= 400
+    assert network[0]["paths"] > 20  # nodes, legend markers and the labels' glyphs
+    assert key == [{"src": "07_papers/figures/citation_network.png", "w": key[0]["w"]}]
+    assert key[0]["w"] > 600
+
+
 _IMG = base64.b64encode(
     b"<svg xmlns='http://www.w3.org/2000/svg' width='40' height='20'>"
     b"<rect width='40' height='20'/></svg>"

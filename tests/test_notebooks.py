@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from rag.report import profiles
@@ -231,3 +232,54 @@ def test_conversation_metrics(smoke_run):
         status = m["rewriters"][f"llm:{name}"]
         assert status.startswith("not run: no key"), status
         assert f"rewrite: llm:{name}" not in m["retrieval"]
+
+
+def test_papers_metrics(smoke_run):
+    """07 on the five smoke papers: the graph, splitting and summaries agree with the committed
+    whole-corpus files paper by paper; the measurements that need more papers say so."""
+    from rag import paths
+    from rag.papers.graph import read_citations
+
+    out, _ = smoke_run
+    m = read_metrics(out.parent, "smoke/07_papers")
+    smoke = set(profiles.load_profile("smoke")["all"]["paper_ids"])
+    assert m["papers"] == 5 and m["graph"]["papers"] == 5
+    rows = read_citations(out / "07_papers" / "citations.jsonl")
+    assert {r.citing for r in rows} == smoke
+    assert m["graph"]["rows"] == len(rows) > 0
+    assert m["graph"]["edges_in_corpus"] == sum(r.in_corpus for r in rows)
+    # a link read from an arXiv id in the reference does not depend on the rest of the corpus:
+    # the smoke graph's id links are exactly the whole corpus's id links of these five papers
+    full = read_citations(paths.resolve("data/citations.jsonl"))
+    by_id = {(r.citing, r.cited) for r in rows if r.how == "arxiv_id"}
+    assert by_id == {(r.citing, r.cited) for r in full if r.citing in smoke and r.how == "arxiv_id"}
+    assert m["graph"]["arxiv_ids_outside"] == len({r.cited for r in rows if not r.in_corpus})
+    # pioNER is the one numbered list here: 21 of its 21 entries, as in the whole-corpus bench
+    bench = json.loads(paths.resolve("outputs/bench/citations.json").read_text())
+    split = m["splitting_numbered"]
+    assert split["per_paper"] == [
+        r for r in bench["splitting_numbered"]["per_paper"] if r["paper"] in smoke
+    ]
+    assert split["overall"] == {"found": 21, "true": 21, "ratio": 1.0}
+    # no smoke paper cites another by a written arXiv id: nothing to resolve with it hidden,
+    # and no paper to leave out for related work; both are reported as such, never as 0
+    assert m["title_resolution"]["held_out"]["precision"]["n"] == 0
+    assert m["related_work"]["queries"] < 2 and "methods" not in m["related_work"]
+    s = m["summaries"]
+    assert s["n_papers"] == 5 and not s["skipped"]
+    bench = json.loads(paths.resolve("outputs/bench/summaries.json").read_text())
+    assert (bench["settings"]["sentences"], bench["settings"]["max_words"]) == (
+        m["settings"]["summary_sentences"], m["settings"]["summary_max_words"]
+    )  # fmt: skip
+    want = {r["paper_id"]: r["extractive"]["rouge_l"] for r in bench["papers"]}
+    table = pd.read_csv(out / "07_papers" / "tables" / "summaries.csv", dtype={"paper": str})
+    got = dict(zip(table["paper"], table["extractive rouge_l"], strict=True))
+    assert got == pytest.approx({p: want[p] for p in smoke})
+    rouge = s["metrics"]["extractive"]["rouge_l"]
+    assert rouge["ci_low"] <= rouge["mean"] <= rouge["ci_high"] and rouge["n"] == 5
+    page = _page_text(out, "07_papers")
+    assert f"extractive ROUGE-L {rouge['mean']:.3f}" in page
+    assert "Too few references to measure title resolution" in page
+    assert "related work is not measured on this selection" in page
+    svg = (out / "07_papers" / "figures" / "citation_network.svg").read_text()
+    assert "primary category (papers)" in svg and "cs.CL (" in svg  # the legend is drawn
