@@ -131,6 +131,7 @@ def test_model_status_takes_provider_model_names(monkeypatch):
         "not run: no endpoint: set RAG_OPENAI_COMPATIBLE_BASE_URL"
     )
     assert "no such file" in status["gguf:/nowhere/m.gguf"]
+    assert "/nowhere" not in status["gguf:/nowhere/m.gguf"]  # the file, not its folder
     s = LLMSettings(openai_compatible_base_url="http://127.0.0.1:9/v1")
     assert model_status(["openai-compatible:m"], s, ApiKeys()) == {"openai-compatible:m": "run"}
     with pytest.raises(ConfigError, match="unknown provider 'olama'"):

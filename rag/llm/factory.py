@@ -14,6 +14,7 @@ import dataclasses
 import importlib.util
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import PurePath
 from typing import Any
 
 from rag.errors import ConfigError, LLMError, ProviderUnavailable
@@ -143,6 +144,9 @@ def model_status(
     out = {}
     for name in names:
         why = _unavailable_reason(specs[name].provider, settings, keys, refs[name])
+        if why is not None and refs[name].provider == "gguf":
+            # a status label names a GGUF file by its name, never the folder it lives in
+            why = why.replace(refs[name].model, PurePath(refs[name].model).name)
         out[name] = "run" if why is None else f"not run: {why}"
     return out
 
