@@ -62,3 +62,24 @@ def test_summaries_reading_and_methods_table_from_the_bench_files():
     assert (table["source"] == "this run").all()
     row = table[(table["task"] == "related work") & (table["method"] == "fusion")].iloc[0]
     assert row["n"] == BENCH["related_work"]["queries"]
+
+
+def test_llm_rows_come_from_the_bench_file_and_are_named_as_such():
+    from rag.papers.summary_eval import llm_aggregate
+
+    rows = [
+        {"paper_id": f"p{i}", "extractive": {"rouge_l": 0.2, "faithfulness": 1.0, "words": 150},
+         "llm:local:tiny": {"rouge_l": 0.1 + i / 100, "faithfulness": 0.5, "words": 90,
+                            "seconds": 2.0, "cached": False}}
+        for i in range(4)
+    ]  # fmt: skip
+    bench = {"metrics": {**SUMMARIES["metrics"], **llm_aggregate(rows, "llm:local:tiny")}}
+    assert list(readings.llm_rows(bench)) == ["llm:local:tiny"]
+    text = readings.llm_summaries_reading(bench).data
+    assert "`llm:local:tiny` on 4 papers: ROUGE-L 0.115 (95 % CI" in text
+    assert "-0.085 ROUGE-L against extractive" in text and "not this run" in text
+    assert "adds one" in readings.llm_summaries_reading(SUMMARIES).data
+    summ = {"n_papers": SUMMARIES["n_papers"], "metrics": SUMMARIES["metrics"]}
+    table = readings.methods_compared(BENCH, summ, None, bench)
+    llm = table[table["method"] == "llm:local:tiny"].iloc[0]
+    assert llm["source"] == "outputs/bench/summaries.json" and llm["n"] == 4

@@ -187,6 +187,38 @@ def summaries_reading(summ: Mapping[str, Any]):
     )
 
 
+def llm_rows(bench: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The LLM summary rows (``llm:<model>``) of a committed ``summaries.json``, or ``{}``."""
+    metrics = (bench or {}).get("metrics", {})
+    return {k: v for k, v in metrics.items() if k.startswith("llm:") and "_vs_" not in k}
+
+
+def llm_summaries_reading(bench: Mapping[str, Any] | None):
+    """LLM summaries from the committed bench file (too slow for the report), or how to add them."""
+    rows = llm_rows(bench)
+    if not rows:
+        return md(
+            "No LLM summary is measured in the committed `outputs/bench/summaries.json`; "
+            "`python -m rag.papers.summary_eval --llm MODEL` adds one (the same input sentences, "
+            "the same judge), where faithfulness checks the summary rather than the judge."
+        )
+    parts = []
+    for name, agg in rows.items():
+        vs = (bench or {})["metrics"].get(f"{name}_vs_extractive", {}).get("rouge_l")
+        text = (
+            f"`{name}` on {agg['rouge_l']['n']} papers: ROUGE-L {interval(_ci(agg['rouge_l']))}, "
+            f"faithfulness {interval(_ci(agg['faithfulness']))}, "
+            f"{num(agg['words']['mean'], 0)} words"
+        )
+        if vs:
+            text += f"; {vs['diff']:+.3f} ROUGE-L against extractive on the same papers"
+        parts.append(text)
+    return md(
+        "From the committed `outputs/bench/summaries.json` (not this run: an LLM over every "
+        "paper costs more than the report's budget): " + "; ".join(parts) + "."
+    )
+
+
 def answer_papers(
     graph: Mapping[str, Any], res: Mapping[str, Any], rel: Mapping[str, Any],
     summ: Mapping[str, Any],
@@ -224,7 +256,10 @@ def _cell(d: Mapping[str, Any] | None) -> str:
 
 
 def methods_compared(
-    result: Mapping[str, Any], summ: Mapping[str, Any], refextract: Mapping[str, Any] | None
+    result: Mapping[str, Any],
+    summ: Mapping[str, Any],
+    refextract: Mapping[str, Any] | None,
+    summaries_bench: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Every method of the notebook beside its alternative: task, method, measure, value, n and
     where the number comes from (this run, or a committed bench file)."""
@@ -260,4 +295,7 @@ def methods_compared(
         if m in metrics:
             add("summarise", m, "ROUGE-L F vs abstract", _cell(metrics[m]["rouge_l"]),
                 summ["n_papers"])  # fmt: skip
+    for name, agg in llm_rows(summaries_bench).items():
+        add("summarise", name, "ROUGE-L F vs abstract", _cell(agg["rouge_l"]),
+            agg["rouge_l"]["n"], "outputs/bench/summaries.json")  # fmt: skip
     return pd.DataFrame(rows, columns=["task", "method", "measure", "value", "n", "source"])
