@@ -7,7 +7,15 @@ from __future__ import annotations
 import pytest
 
 from rag.errors import ConfigError
-from rag.papers.summary_eval import aggregate, llm_aggregate, measure, paper_row, rouge_l
+from rag.papers import summarize as S
+from rag.papers.summary_eval import (
+    aggregate,
+    llm_aggregate,
+    llm_row,
+    measure,
+    paper_row,
+    rouge_l,
+)
 from rag.types import Block, ParsedPaper
 from tests.fakechat import FakeChatModel
 from tests.fakeembed import BowEmbedder
@@ -22,6 +30,14 @@ def _measurable(paper_id: str) -> ParsedPaper:
     blocks = _paper().blocks
     long = Block(1, "body", "Abstract", " ".join([ABSTRACT] * 3))
     return ParsedPaper(paper_id, 10, [*blocks[:3], long, *blocks[4:]])
+
+
+def _inputs(paper_id: str) -> tuple:
+    """What llm_row takes after the title, for the test paper with the test judge (n=3)."""
+    pp = _measurable(paper_id)
+    inputs = S.body_sentences(pp)
+    emb = BowEmbedder()
+    return inputs, S.sentence_vectors(inputs, emb), S.abstract_text(pp), emb, OverlapJudge(), 3
 
 
 def test_an_llm_row_is_scored_and_judged_per_sentence(tmp_cache):
@@ -59,6 +75,11 @@ def test_failures_are_counted_not_scored_and_the_pairing_uses_the_same_papers(tm
     vs = agg["llm:scripted_vs_extractive"]["rouge_l"]
     assert vs["n"] == 2 and vs["mean_b"] == pytest.approx(rows[0]["extractive"]["rouge_l"])
     assert agg["extractive"]["rouge_l"]["n"] == 3  # extractive keeps every paper
+    # a second model is paired with the first on the papers both summarised
+    for r, reply in zip(rows, [BAD, GOOD, GOOD], strict=True):
+        r["llm:other"] = llm_row(FakeChatModel(reply), "", *_inputs(r["paper_id"]))
+    two = aggregate(rows)["llm:other_vs_llm:scripted"]["faithfulness"]
+    assert two["n"] == 2 and (two["mean_a"], two["mean_b"]) == (0.5, 1.0)
     with pytest.raises(ConfigError, match="no paper got a usable summary"):
         llm_aggregate(rows[2:], "llm:scripted")
 

@@ -24,7 +24,8 @@ row ``llm:MODEL``: :func:`rag.papers.summarize.llm_summary` on the same input se
 sentences judged by the same offline judge against their evidence in the paper (for an LLM
 sentence this checks the summary, not the judge), the wall seconds per fresh call, and the paired
 comparison with ``extractive`` on the same papers. ``--llm-sample N`` draws N of the measurable
-papers at random (``--seed``) for the LLM rows, for a model too slow for the whole corpus; the
+papers at random (the first N of a ``--seed`` permutation, so a smaller N is a subset of a
+larger one) for the LLM rows, for a model too slow for the whole corpus; the
 extractive and lead rows always cover every measurable paper. A paper whose reply holds no usable
 sentence is counted as failed and left out of that row's means, never scored 0.
 """
@@ -196,8 +197,17 @@ def aggregate(rows: Sequence[dict]) -> dict[str, Any]:
         d["wilcoxon_p"] = float(wilcoxon(a, b).pvalue) if np.any(a != b) else 1.0
         d["wins"], d["losses"] = int(np.sum(a > b)), int(np.sum(a < b))
         out["extractive_vs_lead"][k] = d
-    for m in sorted({k for r in rows for k in r if k.startswith("llm:")}):
+    llms = sorted({k for r in rows for k in r if k.startswith("llm:")})
+    for m in llms:
         out.update(llm_aggregate(rows, m))
+    for i, a in enumerate(llms):  # two models, paired on the papers both summarised
+        for b in llms[i + 1 :]:
+            both = [r for r in rows if "rouge_l" in r.get(a, {}) and "rouge_l" in r.get(b, {})]
+            if len(both) >= 2:
+                out[f"{a}_vs_{b}"] = {
+                    k: _paired([r[a][k] for r in both], [r[b][k] for r in both])
+                    for k in ("rouge_l", "faithfulness", "words")
+                }
     return out
 
 
@@ -262,7 +272,8 @@ def measure(
     eligible = sorted(pp.paper_id for pp in ok if measurable(pp))
     sample = set(eligible)
     if chats and 0 < llm_sample < len(eligible):
-        sample = set(random.Random(seed).sample(eligible, llm_sample))
+        # the first N of one seeded permutation: a smaller N is a subset of a larger one
+        sample = set(random.Random(seed).sample(eligible, len(eligible))[:llm_sample])
     llm_settings = {}
     if chats:
         drawn = f"{len(sample)} of {len(eligible)} at random, seed {seed}"
