@@ -93,7 +93,8 @@ def test_the_papers_page_shows_the_citation_network_as_svg(smoke_run, browser):
         page.close()
     network = [s for s in svgs if s["legend"]]
     assert len(network) == 1, svgs
-    assert network[0]["loaded"] and network[0]["w"] >= 600 and network[0]["h"] >= 400
+    # the five smoke papers cite none of each other: one row of papers, so a short figure
+    assert network[0]["loaded"] and network[0]["w"] >= 600 and network[0]["h"] >= 120
     assert network[0]["paths"] > 20  # nodes, legend markers and the labels' glyphs
     assert key == [{"src": "07_papers/figures/citation_network.png", "w": key[0]["w"]}]
     assert key[0]["w"] > 600

@@ -226,8 +226,11 @@ def citation_network(
         bbox_to_anchor=(0.0, 0.0), ncol=len(cat_handles), frameon=False, fontsize=8,
         title_fontsize=8,
     )  # fmt: skip
-    ax.add_artist(leg)
     if size_handles:
+        # a second legend replaces the axes' legend: keep the first as an artist, unclipped (an
+        # added artist is clipped to the axes, and these sit below them)
+        ax.add_artist(leg)
+        leg.set_clip_on(False)
         ax.legend(
             handles=size_handles, title="node size: corpus papers citing it", loc="upper right",
             bbox_to_anchor=(1.0, 0.0), ncol=len(size_handles), frameon=False, fontsize=8,
