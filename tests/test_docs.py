@@ -3,10 +3,13 @@ resolves in a clone."""
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 from rag import paths
+from rag.report import index_page
 from rag.report.index_page import DOCS, docs_html
 
 ROOT = paths.project_root()
@@ -48,6 +51,30 @@ def test_front_page_links_docs_from_outputs_inside_the_project():
     for h in hrefs:
         assert h.startswith("../../docs/"), h
         assert (out / h).resolve().is_file(), h
+
+
+def test_front_page_links_every_docs_page():
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert sorted(name for name, _ in DOCS) == pages
+
+
+def _front_page(out: Path, names: list[str]) -> str:
+    runs = [
+        SimpleNamespace(name=n, status="ok", wall_s=1.0, parameters={}, error=None) for n in names
+    ]
+    out.mkdir()
+    return index_page.write_index(out, "smoke", runs).read_text()
+
+
+def test_front_page_abstract_and_caveats_name_a_further_notebook_only_when_it_ran(tmp_path):
+    more, caveat = index_page.ABSTRACT_MORE["07"], index_page.CANNOT_SEE_MORE["07"]
+    with_07 = _front_page(tmp_path / "a", ["01_ingest", "06_conversation", "07_papers"])
+    assert html.escape(more) in with_07 and html.escape(caveat) in with_07
+    # 06 has no sentence of its own: it is named after the abstract; 07 is described in it
+    assert "Further: 06_conversation." in with_07 and "Further: 06_conversation; 07" not in with_07
+    without = _front_page(tmp_path / "b", ["01_ingest", "05_faithfulness"])
+    assert html.escape(more) not in without and html.escape(caveat) not in without
+    assert "Further:" not in without and html.escape(index_page.ABSTRACT_TAIL) in without
 
 
 def test_front_page_names_no_folder_outside_the_project(tmp_path):

@@ -31,12 +31,22 @@ ABSTRACT = (
     "(01), whether chunking keeps evidence in one piece (02), what indexing costs (03), which "
     "retriever finds the evidence and which differences between retrievers are real (04), and "
     "whether generated answers stay faithful to their sources according to a judge that is "
-    "itself checked against human labels (05). Everything runs offline, with local models, on a "
-    "2-core CPU; each section below states a notebook's question, its answer with the number "
-    "behind it, and links to the full write-up and to the version with code."
+    "itself checked against human labels (05)."
 )
+ABSTRACT_TAIL = (
+    "Everything runs offline, with local models, on a 2-core CPU; each section below states a "
+    "notebook's question, its answer with the number behind it, and links to the full write-up "
+    "and to the version with code."
+)
+#: A sentence of the abstract for a notebook beyond the five, shown only when the run has it.
+ABSTRACT_MORE = {
+    "07": "The paper desk (07) measures what a researcher's assistant asks beyond answers: how "
+    "many references parsed from the PDFs resolve into a citation graph (titles checked against "
+    "the arXiv ids the authors wrote), whether a paper's related work can be predicted with its "
+    "own reference list hidden, and how close summaries that never read the abstract come to it.",
+}
 #: Notebooks the abstract describes; any other notebook of the run is named after it.
-ABSTRACT_COVERS = ("01", "02", "03", "04", "05")
+ABSTRACT_COVERS = ("01", "02", "03", "04", "05", *ABSTRACT_MORE)
 CANNOT_SEE = [
     "The corpus gold questions are not human-verified: they are a development set written from "
     "titles and abstracts, and a chunk counts as relevant when it contains an evidence quote.",
@@ -50,6 +60,13 @@ CANNOT_SEE = [
     "Timings are from one shared 2-core machine and move with its load; counts and scores are "
     "deterministic.",
 ]
+#: What a notebook beyond the five cannot see, listed only when the run has it.
+CANNOT_SEE_MORE = {
+    "07": "The paper desk's (07) reference splitting is checked only on numbered lists, by a rule "
+    "written on the papers it is scored on; author-year lists, most of the corpus, are not "
+    "measured; and ROUGE-L against the paper's abstract measures word overlap with one "
+    "author-written summary, not a summary's quality.",
+}
 STYLE = """
 body{font:16px/1.55 system-ui,-apple-system,'Segoe UI',sans-serif;max-width:980px;margin:0 auto;
 padding:0 1.2em 3em;color:#1d1d1f}
@@ -175,11 +192,15 @@ def sweeps_html(out: Path) -> str:
 #: The project's docs/ pages the front page points to, with what each answers.
 DOCS = (
     ("performance.md", "what a cold and a warm run cost; the speed decisions behind the defaults"),
+    ("decisions.md", "settled A/B decisions, one line each with the JSON that decided it"),
     ("reproducing.md", "the corpus offline, what a second run re-runs, another CPU's numbers"),
     ("models.md", "the offline models, API models with keys, the judge's validated number"),
+    ("your-models.md", "your own model: Ollama, an OpenAI-compatible server, an API key, a GGUF"),
+    ("your-papers.md", "the report on your own arXiv papers: what needs gold, your own questions"),
     ("experiments.md", "what was tried to beat the answerer, the judge and the reranker"),
     ("sweeps.md", "papermill parameters, rag sweep, Ray, the chunking x embedder sweep"),
     ("serve.md", "rag ask / search / chat / serve: the same components as a service"),
+    ("mcp.md", "rag mcp: the lab's paper tools for Claude Desktop, VS Code or any MCP client"),
 )
 
 
@@ -240,9 +261,13 @@ def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
             f"<a href='{r.name}/metrics.json'>metrics.json</a>"
             f"</p></section>"
         )
+    ran = [r.name[:2] for r in runs]
+    more = [ABSTRACT_MORE[n] for n in ABSTRACT_MORE if n in ran]
+    abstract = " ".join([ABSTRACT, *more, ABSTRACT_TAIL])
     further = " Further: " + "; ".join(extra) if extra else ""
     further += "" if not further or further.endswith(("?", ".")) else "."
-    cannot = "".join(f"<li>{_md_inline(c)}</li>" for c in CANNOT_SEE)
+    caveats = CANNOT_SEE + [CANNOT_SEE_MORE[n] for n in CANNOT_SEE_MORE if n in ran]
+    cannot = "".join(f"<li>{_md_inline(c)}</li>" for c in caveats)
     wall_rows = "".join(
         f"<tr><td><a href='{r.name}.html'>{html.escape(r.name)}</a></td>"
         f"<td>{html.escape(r.status)}</td>"
@@ -265,7 +290,7 @@ def write_index(out: Path, profile: str, runs: list[Any]) -> Path:
 <nav class="post-nav"><a href="index.html">arXiv RAG Lab</a> · profile <code>{p}</code> ·
 {" · ".join(f"<a href='{r.name}.html'>{html.escape(r.name)}</a>" for r in runs)}</nav>
 <h1>{html.escape(TITLE)}</h1>
-<p class="abstract">{html.escape(ABSTRACT)}{further}</p>
+<p class="abstract">{html.escape(abstract)}{further}</p>
 {"".join(sections)}
 {sweeps_html(out)}
 <section class="nb" id="cannot-see"><h2>What these numbers cannot see</h2>
