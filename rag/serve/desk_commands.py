@@ -1,4 +1,5 @@
-"""``rag cites``, ``rag related``, ``rag summary`` and ``rag mcp``: shells over the paper desk.
+"""``rag cites``, ``rag related``, ``rag summary``, ``rag research`` and ``rag mcp``: shells over
+the paper desk.
 
 Each command loads the lab as ``rag ask`` does (same options, same cache) and calls one
 :class:`rag.serve.desk.Desk` method; ``--json`` prints the method's dict as it is.
@@ -62,6 +63,41 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def max_steps_arg(value: str) -> int:
+    """``--max-steps``: a whole number from 1 to the loop's cap, checked before anything loads."""
+    from rag.serve.research import MAX_STEPS
+
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to {MAX_STEPS}")
+    return n
+
+
+def cmd_research(args: argparse.Namespace) -> int:
+    from rag.serve.research import check_request, research
+
+    check_request(args.question, args.max_steps)  # an empty question fails before loading
+    args.answerer = args.model  # a gguf: file named here is this run's local model (as rag ask)
+    d = research(args.question, args.model, _desk(args), max_steps=args.max_steps).to_dict()
+    if args.json:
+        print(json.dumps(d, indent=1))
+        return 0
+    how = f"tool calls by {d['model']}" if d["mode"] == "tools" else f"fixed plan ({d['why']})"
+    print(f"{d['question']}\n  by {how}:")
+    for i, s in enumerate(d["steps"], 1):
+        args_text = json.dumps(s["arguments"], ensure_ascii=False)
+        print(f"  {i}. {s['tool']} {args_text} -> {s['summary'] if s['ok'] else s['error']}")
+    print(f"\n{d['answer']}\n")
+    for c in d["citations"]:
+        print(f"  arXiv:{c['arxiv_id']}, p. {c['page']}  {c['title']}")
+    if d["stopped"] == "max_steps":
+        print(f"(stopped at --max-steps {args.max_steps})")
+    return 0
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     from rag.serve.desk import Desk
     from rag.serve.mcp_server import build_server, protect_stdout, run_stdio
@@ -76,7 +112,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """Register ``cites``, ``related``, ``summary`` and ``mcp`` on the ``rag`` command."""
+    """Register ``cites``, ``related``, ``summary``, ``research`` and ``mcp`` on ``rag``."""
     c = sub.add_parser("cites", help="what a paper cites and which corpus papers cite it")
     c.add_argument("arxiv_id")
     c.add_argument("--json", action="store_true", help="machine-readable output")
@@ -98,6 +134,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="machine-readable output")
     _common(s)
     s.set_defaults(func=cmd_summary)
+
+    q = sub.add_parser("research", help="a question worked through the desk's tools")
+    q.add_argument("question")
+    q.add_argument("--model", default=None,
+                   help="a tool-calling model (openai:, groq:, ollama:, openai-compatible:); "
+                   "default or a local model: the fixed plan search, related, ask")  # fmt: skip
+    q.add_argument("--max-steps", type=max_steps_arg, default=6, help="tool calls (default 6)")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    _common(q)
+    q.set_defaults(func=cmd_research)
 
     m = sub.add_parser("mcp", help="the paper desk as an MCP server (stdio; --http for HTTP)")
     m.add_argument("--http", action="store_true", help="streamable HTTP on --host:--port")
