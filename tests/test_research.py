@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from rag.errors import ConfigError
+from rag.llm.settings import LLMSettings
 from rag.llm.testing import FakeLLMServer
 from rag.serve.desk import Desk, ToolInputError
 from rag.serve.research import MAX_STEPS, research, tool_schemas
@@ -40,6 +41,22 @@ class ScriptedToolServer(FakeLLMServer):
             msg = self.messages.popleft() if len(self.messages) > 1 else self.messages[0]
         body["choices"][0]["message"] = {"role": "assistant", **msg}
         body["choices"][0]["finish_reason"] = "tool_calls" if "tool_calls" in msg else "stop"
+        return body
+
+
+class ScriptedAnthropicServer(FakeLLMServer):
+    """The same script in Anthropic's messages dialect: content blocks, ``tool_use`` calls."""
+
+    def __init__(self, blocks: list[list[dict[str, Any]]]) -> None:
+        super().__init__("anthropic")
+        self.blocks = deque(blocks)
+
+    def ok_body(self, request: dict[str, Any]) -> dict[str, Any]:
+        body = super().ok_body(request)
+        with self._lock:
+            content = self.blocks.popleft()
+        body["content"] = content
+        body["stop_reason"] = "tool_use" if content[-1]["type"] == "tool_use" else "end_turn"
         return body
 
 
@@ -130,6 +147,41 @@ def test_bad_calls_are_tool_errors_and_the_loop_stops_at_max_steps(desk, scripte
     assert len(server.bodies) == 5
     errors = [json.loads(m["content"]) for m in server.bodies[4]["messages"] if m["role"] == "tool"]
     assert len(errors) == 4 and [e.get("error", "") != "" for e in errors] == [True] * 3 + [False]
+
+
+def test_the_loop_speaks_anthropic_tool_use(desk, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
+    final = f"fastText classifies text with a linear model [arXiv:{FASTTEXT_CLS} p. 1]."
+    script = [
+        [{"type": "text", "text": "Searching."},
+         {"type": "tool_use", "id": "tu_1", "name": "search",
+          "input": {"query": "fastText linear classifier", "k": 2}}],
+        [{"type": "tool_use", "id": "tu_2", "name": "read", "input": {"page": 1}}],
+        [{"type": "text", "text": final}],
+    ]  # fmt: skip
+    with ScriptedAnthropicServer(script) as server:
+        settings = LLMSettings(anthropic_base_url=server.url, max_attempts=1)
+        rec = research("What is fastText?", "anthropic:claude-x", desk, settings=settings)
+    assert (rec.mode, rec.model, rec.answer) == ("tools", "anthropic:claude-x", final)
+    assert [(s.tool, s.ok) for s in rec.steps] == [("search", True), ("read", False)]
+    assert "give arxiv_id and page" in rec.steps[1].error
+    first, second, third = server.bodies
+    assert first["system"] and [m["role"] for m in first["messages"]] == ["user"]
+    assert [t["name"] for t in first["tools"]] == [
+        t["function"]["name"] for t in tool_schemas(desk)
+    ]
+    assert first["tools"][1]["input_schema"] == tool_schemas(desk)[1]["function"]["parameters"]
+    result = second["messages"][-1]["content"][0]
+    assert (result["type"], result["tool_use_id"], result["is_error"]) == (
+        "tool_result",
+        "tu_1",
+        False,
+    )
+    hits = json.loads(result["content"])["hits"]
+    assert hits == desk.search("fastText linear classifier", k=2)["hits"]
+    error = third["messages"][-1]["content"][0]
+    assert (error["tool_use_id"], error["is_error"]) == ("tu_2", True)
+    assert [c["arxiv_id"] for c in rec.citations] == [FASTTEXT_CLS]
 
 
 def test_bad_requests_are_named(desk):

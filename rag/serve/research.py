@@ -1,19 +1,20 @@
 """``rag research``: a question worked through the paper desk's tools, by a model or a fixed plan.
 
-With a tool-capable chat model (``openai:``, ``groq:``, ``ollama:``, ``openai-compatible:`` —
-the OpenAI chat-completions ``tools`` API) the model is sent the desk's tools with the JSON
-schemas the MCP server (:mod:`rag.serve.mcp_server`) exposes, so both doors describe the tools
-once. Each tool call runs through :class:`rag.serve.desk.Desk`; a bad call (unknown tool,
-arguments that are not a JSON object, an unknown or missing argument, a value the desk refuses)
-goes back to the model as a tool error naming the value, and the loop goes on. It ends at the
-model's first message without tool calls, or after ``max_steps`` tool calls (the record says it
-stopped there). The loop is a ReAct-style agent (Yao et al., 2023, "ReAct: Synergizing
+With a tool-capable chat model (``openai:``, ``groq:``, ``ollama:``, ``openai-compatible:``
+through the OpenAI chat-completions ``tools`` API; ``anthropic:`` through its messages API) the
+model is sent the desk's tools with the JSON schemas the MCP server (:mod:`rag.serve.mcp_server`)
+exposes, so both doors describe the tools once. Each tool call runs through
+:class:`rag.serve.desk.Desk`; a bad call (unknown tool, arguments that are not a JSON object, an
+unknown or missing argument, a value the desk refuses) goes back to the model as a tool error
+naming the value, and the loop goes on. It ends at the model's first message without tool calls,
+or at the first turn that asks for more once ``max_steps`` tool calls have run (the record says
+it stopped there). The loop is a ReAct-style agent (Yao et al., 2023, "ReAct: Synergizing
 Reasoning and Acting in Language Models") with the provider's native tool calls.
 
-Offline — no model, a local model (``local:``, ``gguf:``) or a provider whose tool use is not
-wired here — the same steps come from a fixed plan: ``search`` the question, ``related`` papers
-of the top hit's paper, then ``ask`` (a cited answer, every claim judged; by the local model when
-one is named, else extractive).
+Offline — no model, a local model (``local:``, ``gguf:``), or an API model without its key or
+endpoint (the record says which) — the same steps come from a fixed plan: ``search`` the
+question, ``related`` papers of the top hit's paper, then ``ask`` (a cited answer, every claim
+judged; by the local model when one is named, else extractive).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from rag.serve.desk import Desk, ToolInputError
 
 log = logging.getLogger(__name__)
 
-#: Providers served by the OpenAI chat-completions API, whose ``tools`` the loop uses.
-TOOL_PROVIDERS = ("openai", "groq", "ollama", "openai-compatible")
+#: Providers whose tool calls the loop makes: the OpenAI chat-completions ``tools`` API, and
+#: Anthropic's messages API.
+TOOL_PROVIDERS = ("openai", "groq", "ollama", "openai-compatible", "anthropic")
 #: Local providers whose model can answer the plan's ``ask`` step.
 LOCAL_PROVIDERS = ("local", "gguf")
 MAX_STEPS = 20
@@ -202,12 +204,13 @@ class _ToolModel:
     api_model: str
 
 
-def _tool_model(model: str) -> tuple[_ToolModel | None, str]:
+def _tool_model(model: str, settings: Any = None) -> tuple[_ToolModel | None, str]:
     """The tool-capable model behind ``model``, or ``(None, why it cannot call tools here)``.
 
     The client comes from :func:`rag.llm.factory.make_chat_model`, the one place SDK clients
     are built, so the loop builds none of its own.
     """
+    from rag.llm.anthropic_chat import AnthropicBackend
     from rag.llm.factory import make_chat_model
     from rag.llm.openai_chat import OpenAIChatBackend
     from rag.llm.registry import parse_model
@@ -216,18 +219,28 @@ def _tool_model(model: str) -> tuple[_ToolModel | None, str]:
     if ref.provider not in TOOL_PROVIDERS:
         return None, f"{ref.label}: no tool calls here (they need one of {TOOL_PROVIDERS})"
     try:
-        chat = make_chat_model(ref)
+        chat = make_chat_model(ref, settings)
     except RagError as e:  # a missing key or endpoint: say so, and run the plan
         return None, str(e)
     backend = chat._backend
-    if not isinstance(backend, OpenAIChatBackend):  # pragma: no cover - the providers above
-        return None, f"{ref.label}: not served by the chat-completions API"
+    if not isinstance(backend, OpenAIChatBackend | AnthropicBackend):  # pragma: no cover
+        return None, f"{ref.label}: served by neither tool-calling API"
     return _ToolModel(backend._client, chat.settings, chat.spec.provider, chat.spec.api_model), ""
 
 
-def research(question: str, model: str | None, desk: Desk, max_steps: int = 6) -> Research:
+def research(
+    question: str, model: str | None, desk: Desk, max_steps: int = 6, settings: Any = None
+) -> Research:
     """Work ``question`` through the desk's tools: by ``model``'s tool calls when it can make
     them, else by the fixed plan (search, related, ask).
+
+    Args:
+        question: what the researcher asks.
+        model: a chat model name (:mod:`rag.llm.names`), or None for the plan.
+        desk: the paper desk whose tools are called.
+        max_steps: tool calls the model may make (1..:data:`MAX_STEPS`).
+        settings: the model's :class:`rag.llm.settings.LLMSettings` (None: defaults), e.g.
+            a base URL.
 
     Raises:
         ToolInputError: an empty question, or ``max_steps`` outside 1..:data:`MAX_STEPS`.
@@ -240,7 +253,7 @@ def research(question: str, model: str | None, desk: Desk, max_steps: int = 6) -
     why, label = "no model named", ""
     if model:
         label = parse_model(model).label  # a gguf: file by its name, never its folder
-        tm, why = _tool_model(model)
+        tm, why = _tool_model(model, settings)
         if tm is not None:
             return _loop(q, label, desk, tm, max_steps)
     log.info("research: the fixed plan (%s)", why)
@@ -267,44 +280,103 @@ def _plan(question: str, model: str, label: str, desk: Desk, why: str) -> Resear
     return rec
 
 
+class _OpenAIDialect:
+    """Chat completions: tools as functions, results as ``tool`` messages."""
+
+    def __init__(self, tm: _ToolModel, schemas: list[dict[str, Any]], question: str) -> None:
+        self.tm, self.tools = tm, schemas
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": question},
+        ]
+
+    def turn(self) -> tuple[Any, str, list[tuple[str, str, Any]]]:
+        """One model turn: (the raw message, its text, its calls as (id, tool, arguments))."""
+        resp = self.tm.client.chat.completions.create(
+            model=self.tm.api_model, messages=self.messages, tools=self.tools, temperature=0.0,
+            seed=0, max_tokens=MAX_TOKENS,
+        )  # fmt: skip
+        msg = resp.choices[0].message
+        calls = [(c.id, c.function.name, c.function.arguments) for c in msg.tool_calls or []]
+        return msg, msg.content or "", calls
+
+    def answer(self, msg: Any, results: list[tuple[str, str, bool]]) -> None:
+        """Append the model's turn and each call's result (id, JSON text, is an error)."""
+        self.messages.append(msg.model_dump(exclude_none=True))
+        for call_id, text, _ in results:
+            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+
+
+class _AnthropicDialect:
+    """Anthropic messages: ``tool_use`` blocks, results as ``tool_result`` blocks of a user turn."""
+
+    def __init__(self, tm: _ToolModel, schemas: list[dict[str, Any]], question: str) -> None:
+        self.tm = tm
+        self.tools = [
+            {"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
+            for f in (s["function"] for s in schemas)
+        ]
+        self.messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
+
+    def turn(self) -> tuple[Any, str, list[tuple[str, str, Any]]]:
+        from rag.llm.anthropic_chat import _sdk_takes_temperature
+
+        create = self.tm.client.messages.create
+        # the SDK's own rule, as the chat backend applies it: newer SDKs take no temperature
+        extra = (
+            {"temperature": 0.0}
+            if _sdk_takes_temperature(type(self.tm.client.messages).create)
+            else {}
+        )
+        resp = create(
+            model=self.tm.api_model, system=SYSTEM, messages=self.messages, tools=self.tools,
+            max_tokens=MAX_TOKENS, **extra,
+        )  # fmt: skip
+        text = "".join(b.text for b in resp.content if b.type == "text")
+        calls = [(b.id, b.name, b.input) for b in resp.content if b.type == "tool_use"]
+        return resp, text, calls
+
+    def answer(self, resp: Any, results: list[tuple[str, str, bool]]) -> None:
+        blocks = [b.model_dump(exclude_none=True) for b in resp.content]
+        self.messages.append({"role": "assistant", "content": blocks})
+        self.messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": i, "content": text, "is_error": err}
+            for i, text, err in results
+        ]})  # fmt: skip
+
+
 def _loop(question: str, label: str, desk: Desk, tm: _ToolModel, max_steps: int) -> Research:
     from rag.llm.retry import call_with_retries
 
     rec = Research(question, label, "tools", "")
     schemas = tool_schemas(desk)
     tools = _Tools(desk, schemas)
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": question},
-    ]
+    kind = _AnthropicDialect if tm.provider == "anthropic" else _OpenAIDialect
+    chat = kind(tm, schemas, question)
     while True:
-        resp = call_with_retries(
-            lambda: tm.client.chat.completions.create(
-                model=tm.api_model, messages=messages, tools=schemas, temperature=0.0, seed=0,
-                max_tokens=MAX_TOKENS,
-            ),
-            provider=tm.provider, model=tm.api_model, s=tm.settings,
-        )  # fmt: skip
-        msg = resp.choices[0].message
-        calls = list(msg.tool_calls or [])
+        raw, text, calls = call_with_retries(
+            chat.turn, provider=tm.provider, model=tm.api_model, s=tm.settings
+        )
         if not calls:
-            rec.answer = (msg.content or "").strip()
+            rec.answer = text.strip()
             break
         if len(rec.steps) >= max_steps:
             rec.stopped = "max_steps"
             rec.answer = f"stopped after {max_steps} tool calls (max_steps) without a final answer"
             break
-        messages.append(msg.model_dump(exclude_none=True))
-        for call in calls:
+        results = []
+        for call_id, name, arguments in calls:
             if len(rec.steps) >= max_steps:  # the rest of this turn's calls are not run
-                out: dict[str, Any] = {"error": f"not run: max_steps={max_steps} reached"}
+                ok, out = False, {"error": f"not run: max_steps={max_steps} reached"}
             else:
-                step, out = tools.run(call.function.name, call.function.arguments)
+                step, out = tools.run(name, arguments)
                 rec.steps.append(step)
-            text = json.dumps(out, ensure_ascii=False)
-            if len(text) > RESULT_CHARS:
-                text = text[:RESULT_CHARS] + " …(cut short)"
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+                ok = step.ok
+            body = json.dumps(out, ensure_ascii=False)
+            if len(body) > RESULT_CHARS:
+                body = body[:RESULT_CHARS] + " …(cut short)"
+            results.append((call_id, body, not ok))
+        chat.answer(raw, results)
     named = dict.fromkeys(m.group(1) for m in _ARXIV_ID.finditer(rec.answer))
     rec.citations = [tools.sources[p] for p in named if p in tools.sources]
     return rec
