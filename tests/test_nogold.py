@@ -16,6 +16,7 @@ cache, seven notebook kernels) is in the ``slow`` tier: ``make test-slow`` or
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -31,7 +32,7 @@ from rag.evaluation.own_questions import (
 )
 from rag.report import profiles
 from rag.report.readings import SKIP_NOTE
-from rag.report.readings.nogold import PARTIAL_NOTE, skip_text
+from rag.report.readings.nogold import PARTIAL_NOTE, SECTION_NOTES, section_note, skip_text
 from rag.report.recorder import read_metrics
 from tests import pagecheck
 
@@ -90,6 +91,36 @@ def test_the_skip_note_names_what_is_missing():
     assert "gold evidence quotes on the papers of this slice, and these 2 papers have 0" in text
     assert text.endswith("Chunk sizes need none.")
     assert skip_text(c, partial=True).startswith(f"**{PARTIAL_NOTE}**")
+
+
+def test_a_section_note_is_worded_for_whether_the_gold_covers_the_slice():
+    gold = [_gold("a", ["p1"])]
+    covered, uncovered = gold_coverage(gold, ["p1"]), gold_coverage(gold, ["p9"])
+    with_gold, without = SECTION_NOTES["faithfulness.tradeoff"]
+    assert section_note("faithfulness.tradeoff", covered).data == with_gold
+    assert section_note("faithfulness.tradeoff", uncovered).data == without
+    assert "shown beside it" in with_gold and "shown beside it" not in without
+    assert section_note("retrieval.qrels", uncovered) is None  # the skip note says it all
+    with pytest.raises(ConfigError, match="unknown section note 'retrieval.qrel'"):
+        section_note("retrieval.qrel", covered)
+
+
+#: ``readings.section_note("name", ...)`` in a notebook's code.
+NOTE_CALL = re.compile(r"section_note\(\s*[\"']([^\"']+)[\"']")
+
+
+def test_every_section_note_a_notebook_prints_exists_and_each_is_printed():
+    used = {
+        name
+        for nb in profiles.notebook_paths()
+        for cell in json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        for name in NOTE_CALL.findall("".join(cell["source"]))
+    }
+    assert used, "no notebook prints a section note"
+    assert used <= set(SECTION_NOTES), f"unknown notes: {sorted(used - set(SECTION_NOTES))}"
+    assert set(SECTION_NOTES) <= used, (
+        f"notes no notebook prints: {sorted(set(SECTION_NOTES) - used)}"
+    )
 
 
 def test_gold_free_replaces_only_the_gold_graded_metrics():
@@ -217,6 +248,32 @@ def test_what_needs_no_gold_has_real_values(nogold_run):
     assert not any("noisy-gold" in n for n in m05["answerers"])
     traces = (out / "05_faithfulness" / "traces.jsonl").read_text().splitlines()
     assert all(json.loads(t)["question"] for t in traces)
+
+
+def _shown_text(ipynb) -> str:
+    """Every markdown cell and every text or markdown output of an executed notebook."""
+    import nbformat
+
+    nb = nbformat.read(ipynb, as_version=4)
+    parts = []
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            parts.append(c.source)
+        for o in c.get("outputs", []):
+            data = o.get("data", {})
+            parts.append(str(data.get("text/markdown", "")) + str(o.get("text", "")))
+    return " ".join(" ".join(parts).split())
+
+
+@pytest.mark.slow
+@pytest.mark.notebooks
+def test_no_section_note_describes_gold_the_papers_lack(nogold_run):
+    out, _ = nogold_run
+    shown = {nb: _shown_text(out / f"{nb}.ipynb") for nb in ("04_retrieval", "05_faithfulness")}
+    for name, (with_gold, without) in SECTION_NOTES.items():
+        nb = "04_retrieval" if name.startswith("retrieval.") else "05_faithfulness"
+        assert with_gold is None or with_gold not in shown[nb], (nb, name)
+        assert without is None or without in shown[nb], (nb, name)
 
 
 @pytest.mark.slow

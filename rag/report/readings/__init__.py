@@ -56,6 +56,7 @@ from rag.report.readings.nogold import (
     needs_gold,
     no_follow_ups,
     own_questions_reading,
+    section_note,
 )
 from rag.report.readings.retrieval import (
     answer_retrieval,
@@ -86,6 +87,7 @@ __all__ = [
     "needs_gold",
     "no_follow_ups",
     "own_questions_reading",
+    "section_note",
     "answer_chunk",
     "answer_conversation",
     "answer_faithfulness",

@@ -4,6 +4,8 @@ A section that grades against gold says so in one visible note (:func:`needs_gol
 the slice's :class:`~rag.evaluation.own_questions.GoldCoverage`, so every notebook words the skip
 the same way; the sections that need no gold (retriever agreement, judged answers to a user's own
 questions) read their numbers here, and ``answer_*_without_gold`` give the index page's sentence.
+A fixed method note that describes what the gold makes possible is printed by
+:func:`section_note`, worded for whether the gold covers the slice.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from rag.errors import ConfigError
 from rag.evaluation.own_questions import GOLD_ANSWER_METRICS, NEEDS, GoldCoverage, Need
 from rag.evaluation.stats import CI
 from rag.report.readings.common import interval, join, md, num
@@ -43,6 +46,114 @@ def needs_gold(
 ) -> Any:
     """The skip note of a gold section, as a visible block of the rendered page."""
     return md("> " + skip_text(coverage, need, shows, partial=partial))
+
+
+#: Fixed notes of notebook sections whose wording depends on gold: ``(with gold, without)``. The
+#: first is the note as every page with gold shows it; ``None`` shows nothing (with gold: the
+#: section's own output says it; without: its skip note does).
+SECTION_NOTES: dict[str, tuple[str | None, str | None]] = {
+    "retrieval.qrels": (
+        "Quotes that no chunk contains, unknown paper ids and questions left without a relevant "
+        "chunk are listed by the report above, never silently dropped; unanswerable questions (no "
+        "evidence) are excluded from retrieval metrics and counted. Relevance is binary.",
+        None,
+    ),
+    "retrieval.pairwise": (
+        "**Method.** Each pair is a paired test on the same questions (randomisation test on "
+        "per-question nDCG@10, Holm-corrected across all pairs, with the 95 % CI of the "
+        'difference). "A real difference" requires both a corrected p < 0.05 and a CI that '
+        "excludes 0; anything else is not distinguishable on this many questions — the honest "
+        "reading of a small gold set. Every pair is in `corpus_gold_pairwise.csv`.",
+        "Paired tests between retrievers need per-question relevance labels: on these papers no "
+        "pair is tested. SciFact's pairs (its own human qrels) are in `scifact_pairwise.csv`.",
+    ),
+    "retrieval.pool_recall": (
+        "The reranker can only reorder what the first stage fetched: the share of questions with "
+        "at least one relevant chunk among the `rerank_pool` hybrid candidates bounds everything "
+        "downstream.",
+        "The reranker can only reorder what the first stage fetched; how often the candidates hold "
+        "a relevant chunk needs gold evidence, so this ceiling is skipped with the section.",
+    ),
+    "retrieval.breakdowns": (
+        None,
+        "Breakdowns by question kind and per-question wins and losses compare retrievers on gold "
+        "relevance labels: skipped with the section.",
+    ),
+    "retrieval.category_proxy": (
+        "The share of the top 5 whose paper's primary arXiv category matches the question's. It "
+        "needs no labels — and rewards any on-topic paper, so it cannot see whether the "
+        "*evidence* was found.",
+        "The share of the top 5 whose paper's primary arXiv category matches the question's: a "
+        "proxy that rewards any on-topic paper, so it cannot see whether the *evidence* was found.",
+    ),
+    "retrieval.latency": (
+        "Per-query wall time of `retrieve` (query encoding, LLM calls and reranking included) on "
+        "the gold questions, on SciFact, and in a second pass over 20 gold questions. The legend "
+        "says whether the LLM calls of HyDE and multi-query were made fresh or came from the disk "
+        "cache; the meter below counts them. HyDE's questions run in two pinned shards (one "
+        "single-thread SmolLM2 per core, `rag/shard.py`), so its latency is one query on one core "
+        "while the other core serves another: ~1.4x a query alone, for ~1.4x the questions per "
+        "minute (`python -m rag.bench.hyde`).",
+        "Per-query wall time of `retrieve` (query encoding, LLM calls and reranking included) on "
+        "your own questions (no gold question covers these papers), on SciFact, and in a second "
+        "pass over the first 20 of your questions. The legend says whether the LLM calls of HyDE "
+        "and multi-query were made fresh or came from the disk cache; the meter below counts them. "
+        "HyDE's questions run in two pinned shards (one single-thread SmolLM2 per core, "
+        "`rag/shard.py`), so its latency is one query on one core while the other core serves "
+        "another: ~1.4x a query alone, for ~1.4x the questions per minute "
+        "(`python -m rag.bench.hyde`).",
+    ),
+    "faithfulness.tradeoff": (
+        "The chosen threshold (printed in section 3 with its rule: held-out gold questions "
+        "outside this slice, never a graded one; see the method note) comes from the held-out "
+        "table below; the curve shows what other choices would have given. It comes from one run "
+        "of the same answerer at threshold 0 (every question with a span is answered), gated "
+        'after the fact; the extractive "No, …" answers below the gate are left out. Faithfulness '
+        "stays near 1 along the curve because every answer is a verbatim span; what the threshold "
+        "trades is answered rate and F1 against negative rejection (unanswerable questions "
+        "declined), shown beside it.",
+        "The chosen threshold is printed in section 3 with the rule that chose it; the curve shows "
+        "what other choices would have given. It comes from one run of the same answerer at "
+        "threshold 0 (every question with a span is answered), gated after the fact; the "
+        'extractive "No, …" answers below the gate are left out. With gold, the threshold trades '
+        "answered rate and F1 against negative rejection (unanswerable questions declined); both "
+        "need gold answers and (un)answerable labels, so on these papers the curve shows only "
+        "answered rate against judged faithfulness.",
+    ),
+    "faithfulness.baselines": (
+        "Closed book is graded against the retrieved contexts it never saw (are its claims what "
+        "the sources say?); the noisy rows are graded against their own, noisier contexts. "
+        "`| noisy` adds random chunks of other papers to the retrieved ones; `| noisy-gold` also "
+        "removes every chunk holding gold evidence, so the faithful response to an answerable "
+        "question becomes a refusal.",
+        "Closed book is graded against the retrieved contexts it never saw (are its claims what "
+        "the sources say?); the noisy rows are graded against their own, noisier contexts. "
+        "`| noisy` adds random chunks of other papers to the retrieved ones. The `| noisy-gold` "
+        "rows, which also remove every chunk holding gold evidence, need gold evidence and are not "
+        "run on these papers.",
+    ),
+    "faithfulness.traces": (
+        "`traces.jsonl` (one line per question and answerer) holds the question, the gold answer, "
+        "the context's chunks (id, paper, page), the prompt version, the answer and the answerer's "
+        "decision, its claims with the judge's verdicts and reasons, each citation and whether its "
+        "sources support the sentence, F1/EM, latency and tokens. Load it with pandas:",
+        "`traces.jsonl` (one line per question and answerer) holds the question, the context's "
+        "chunks (id, paper, page), the prompt version, the answer and the answerer's decision, its "
+        "claims with the judge's verdicts and reasons, each citation and whether its sources "
+        "support the sentence, latency and tokens; the gold answer and F1/EM are empty (no gold "
+        "covers these papers). Load it with pandas:",
+    ),
+}
+
+
+def section_note(name: str, coverage: GoldCoverage, need: Need = "questions") -> Any:
+    """The fixed note of a section (:data:`SECTION_NOTES`), worded for whether ``coverage`` has
+    ``need``: the note with gold, or its gold-free wording (``None``: nothing is shown)."""
+    if name not in SECTION_NOTES:
+        raise ConfigError(f"unknown section note {name!r}: use one of {', '.join(SECTION_NOTES)}")
+    with_gold, without = SECTION_NOTES[name]
+    text = with_gold if coverage.covers(need) else without
+    return md(text) if text is not None else None
 
 
 def coverage_reading(coverage: GoldCoverage) -> Any:
@@ -215,6 +326,7 @@ def answer_faithfulness_without_gold(
 
 __all__ = [
     "PARTIAL_NOTE",
+    "SECTION_NOTES",
     "SKIP_NOTE",
     "agreement_reading",
     "answer_no_follow_ups",
@@ -228,5 +340,6 @@ __all__ = [
     "needs_gold",
     "no_follow_ups",
     "own_questions_reading",
+    "section_note",
     "skip_text",
 ]
