@@ -105,6 +105,17 @@ def test_the_latency_legend_says_whether_llm_calls_were_cache_hits(total, label)
     assert readings.llm_cache_label({"total": total}) == label
 
 
+def test_the_latency_reading_names_the_questions_it_timed():
+    lat = pd.DataFrame(
+        {"dataset": ["q", "q", "scifact"], "retriever": ["dense", "bm25", "dense"],
+         "p50": [12.04, 0.21, 3.0]}
+    )  # fmt: skip
+    gold = readings.latency_reading(lat, {"total": {"calls": 0}}).data
+    assert "Median latency per query on the gold questions: bm25 0.2 ms and dense 12.0 ms." in gold
+    own = readings.latency_reading(lat, {"total": {"calls": 0}}, "your questions").data
+    assert "on your questions: bm25 0.2 ms and dense 12.0 ms." in own
+
+
 def test_faithfulness_is_never_shown_without_answered_rate_and_f1():
     a = {"faithfulness": {"mean": 1.0, "ci": [1.0, 1.0], "n_scored": 31, "answered_rate": 0.5167},
          "answer_f1": {"mean": 0.0831, "ci": [0.057, 0.121], "n": 42}}  # fmt: skip

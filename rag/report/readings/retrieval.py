@@ -243,8 +243,9 @@ def latency_reading(latency: Any, meter: dict[str, Any], questions: str = "gold 
     first = latency[latency["dataset"] == latency["dataset"].iloc[0]]
     parts = [f"{r['retriever']} {r['p50']:.1f} ms" for _, r in first.sort_values("p50").iterrows()]
     total = meter.get("total", {})
+    the = "" if questions.startswith("your ") else "the "  # "on your questions", "on the gold ..."
     return md(
-        f"**Reading.** Median latency per query on the {questions}: {join(parts)}. "
+        f"**Reading.** Median latency per query on {the}{questions}: {join(parts)}. "
         f"LLM calls this notebook: {total.get('calls', 0)}, of which {total.get('fresh_calls', 0)} "
         f"fresh and {total.get('cached_calls', 0)} from the disk cache, cost "
         f"${total.get('cost_usd', 0):.4f}"
