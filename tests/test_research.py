@@ -25,6 +25,7 @@ from tests.test_cli import rag, smoke
 FASTTEXT_CLS = "1607.01759"  # served by the test lab
 SBERT_QUESTION = "How does Sentence-BERT derive sentence embeddings?"
 SBERT = "1908.10084"
+QUERY = "fastText linear classifier"
 
 
 class ScriptedToolServer(FakeLLMServer):
@@ -92,7 +93,7 @@ def scripted(monkeypatch):
 def test_the_loop_runs_the_desk_sends_errors_back_and_returns_the_answer(desk, scripted):
     final = f"fastText is a linear classifier over n-gram features [arXiv:{FASTTEXT_CLS} p. 1]."
     server = scripted([
-        call("call_1", "search", {"query": "fastText linear classifier", "k": 3}),
+        call("call_1", "search", {"query": QUERY, "k": 3, "retriever": None}),
         call("call_2", "search", {"query": "fastText", "k": 999}),
         {"content": final},
     ])  # fmt: skip
@@ -100,6 +101,10 @@ def test_the_loop_runs_the_desk_sends_errors_back_and_returns_the_answer(desk, s
 
     assert (rec.mode, rec.stopped, rec.answer) == ("tools", "answer", final)
     assert [(s.tool, s.ok) for s in rec.steps] == [("search", True), ("search", False)]
+    assert rec.steps[0].arguments == {
+        "query": "fastText linear classifier",
+        "k": 3,
+    }  # null: default
     assert rec.steps[1].arguments == {"query": "fastText", "k": 999}
     assert "k=999" in rec.steps[1].error
     # the answer names one paper the tools returned: that is its citation
@@ -117,7 +122,7 @@ def test_the_loop_runs_the_desk_sends_errors_back_and_returns_the_answer(desk, s
     # the real desk search went back to the model as the tool's answer
     sent = server.bodies[1]["messages"][-1]
     assert sent["role"] == "tool" and sent["tool_call_id"] == "call_1"
-    expected = desk.search("fastText linear classifier", k=3)
+    expected = desk.search(QUERY, k=3)
     got = json.loads(sent["content"])
     assert got["hits"] == expected["hits"] and len(got["hits"]) == 3
     assert got["hits"][0]["arxiv_id"] == FASTTEXT_CLS

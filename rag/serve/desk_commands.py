@@ -92,7 +92,8 @@ def cmd_research(args: argparse.Namespace) -> int:
         print(f"  {i}. {s['tool']} {args_text} -> {s['summary'] if s['ok'] else s['error']}")
     print(f"\n{d['answer']}\n")
     for c in d["citations"]:
-        print(f"  arXiv:{c['arxiv_id']}, p. {c['page']}  {c['title']}")
+        n = f"[{c['n']}] " if "n" in c else ""  # the plan's ask numbers its sources
+        print(f"  {n}arXiv:{c['arxiv_id']}, p. {c['page']}  {c['title']}")
     if d["stopped"] == "max_steps":
         print(f"(stopped at --max-steps {args.max_steps})")
     return 0

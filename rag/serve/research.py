@@ -168,6 +168,7 @@ class _Tools:
         if unknown:
             raise ToolInputError(unknown[0], f"{name} has no argument {unknown[0]!r}; "
                                  f"arguments: {sorted(schema.get('properties', {}))}")  # fmt: skip
+        args = {k: v for k, v in args.items() if v is not None}  # null: the tool's default
         missing = [a for a in schema.get("required", []) if a not in args]
         if missing:
             raise ToolInputError(missing[0], f"{name} needs the argument {missing[0]!r}")
@@ -189,8 +190,13 @@ class _Tools:
         return Step(name, args, True, summarize_result(name, result)), result
 
     def _remember(self, name: str, r: dict[str, Any]) -> None:
-        rows = (r.get("hits") or r.get("citations")) if name in ("search", "ask") else []
-        for d in rows or []:
+        """Note the passages a tool returned (search hits, ask's sources, a page read), so the
+        answer's arXiv ids can be cited with the first page the model saw of each paper."""
+        if name == "read":
+            rows = [{**r, "page": r["page"] or r["chunks"][0]["page_start"]}]
+        else:
+            rows = r["hits"] if name == "search" else r["citations"] if name == "ask" else []
+        for d in rows:
             self.sources.setdefault(
                 d["arxiv_id"], {"arxiv_id": d["arxiv_id"], "page": d["page"], "title": d["title"]}
             )
