@@ -24,10 +24,11 @@ from typing import Any
 from rag.llm.settings import KEY_ENV
 
 #: Variables removed from the test process: keys, tokens and secrets of any service, every
-#: setting of the remote model providers, and every endpoint URL (a base URL or an Ollama host
-#: could point a client at a paid proxy or another machine).
+#: setting of the remote model providers, every endpoint URL (a base URL or an Ollama host
+#: could point a client at a paid proxy or another machine) and every stated endpoint price
+#: (``RAG_OPENAI_COMPATIBLE_PRICE``: it changes what a self-hosted model's meter row says).
 SECRET_ENV = re.compile(
-    r"(_API_KEY|_TOKEN|_SECRET|_ACCESS_KEY|_BASE_URL)$|^(OPENAI|ANTHROPIC|GROQ|OLLAMA)_"
+    r"(_API_KEY|_TOKEN|_SECRET|_ACCESS_KEY|_BASE_URL|_PRICE)$|^(OPENAI|ANTHROPIC|GROQ|OLLAMA)_"
 )
 #: Set for the whole run: Hugging Face libraries never try the hub.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

@@ -69,10 +69,11 @@ def test_is_local():
 def test_clear_provider_keys_removes_keys_tokens_and_provider_settings():
     env = {"OPENAI_API_KEY": "sk-x", "ANTHROPIC_AUTH_TOKEN": "t", "GROQ_BASE_URL": "http://x",
            "HF_TOKEN": "h", "OLLAMA_HOST": "h:1", "RAG_OPENAI_COMPATIBLE_BASE_URL": "http://y",
-           "PATH": "/bin", "RAG_SHARDS": "1"}  # fmt: skip
+           "RAG_OLLAMA_PRICE": "1,2", "PATH": "/bin", "RAG_SHARDS": "1"}  # fmt: skip
     removed = isolation.clear_provider_keys(env)
     assert removed == ["ANTHROPIC_AUTH_TOKEN", "GROQ_BASE_URL", "HF_TOKEN", "OLLAMA_HOST",
-                       "OPENAI_API_KEY", "RAG_OPENAI_COMPATIBLE_BASE_URL"]  # fmt: skip
+                       "OPENAI_API_KEY", "RAG_OLLAMA_PRICE",
+                       "RAG_OPENAI_COMPATIBLE_BASE_URL"]  # fmt: skip
     assert env == {"PATH": "/bin", "RAG_SHARDS": "1"}
 
 
