@@ -111,6 +111,7 @@ def test_the_loop_runs_the_desk_sends_errors_back_and_returns_the_answer(desk, s
     assert [(c["arxiv_id"], c["title"]) for c in rec.citations] == [
         (FASTTEXT_CLS, TITLES[FASTTEXT_CLS])
     ]
+    assert rec.unknown_citations == []
 
     assert len(server.bodies) == 3
     first = server.bodies[0]
@@ -156,7 +157,10 @@ def test_bad_calls_are_tool_errors_and_the_loop_stops_at_max_steps(desk, scripte
 
 def test_the_loop_speaks_anthropic_tool_use(desk, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-not-secret")
-    final = f"fastText classifies text with a linear model [arXiv:{FASTTEXT_CLS} p. 1]."
+    final = (
+        f"fastText classifies text with a linear model [arXiv:{FASTTEXT_CLS} p. 1], "
+        "faster than deep models [arXiv:2501.00001 p. 3]."
+    )
     script = [
         [{"type": "text", "text": "Searching."},
          {"type": "tool_use", "id": "tu_1", "name": "search",
@@ -187,6 +191,7 @@ def test_the_loop_speaks_anthropic_tool_use(desk, monkeypatch):
     error = third["messages"][-1]["content"][0]
     assert (error["tool_use_id"], error["is_error"]) == ("tu_2", True)
     assert [c["arxiv_id"] for c in rec.citations] == [FASTTEXT_CLS]
+    assert rec.unknown_citations == ["2501.00001"]  # named by the model, returned by no tool
 
 
 def test_bad_requests_are_named(desk):

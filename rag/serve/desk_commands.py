@@ -94,6 +94,8 @@ def cmd_research(args: argparse.Namespace) -> int:
     for c in d["citations"]:
         n = f"[{c['n']}] " if "n" in c else ""  # the plan's ask numbers its sources
         print(f"  {n}arXiv:{c['arxiv_id']}, p. {c['page']}  {c['title']}")
+    if d["unknown_citations"]:
+        print(f"  cited, but no tool returned them: {', '.join(d['unknown_citations'])}")
     if d["stopped"] == "max_steps":
         print(f"(stopped at --max-steps {args.max_steps})")
     return 0

@@ -71,6 +71,8 @@ class Research:
         stopped: "answer" (a final message, or the plan's answer) or "max_steps".
         citations: the sources the answer cites: arXiv id, page, title (and, from ``ask``, the
             chunk, quote and the judge's reading when the plan ran).
+        unknown_citations: arXiv ids the model's answer names that no tool returned (a
+            citation nothing the model read supports).
     """
 
     question: str
@@ -80,6 +82,7 @@ class Research:
     steps: list[Step] = field(default_factory=list)
     answer: str = ""
     citations: list[dict[str, Any]] = field(default_factory=list)
+    unknown_citations: list[str] = field(default_factory=list)
     stopped: str = "answer"
     judgement: dict[str, Any] | None = None
 
@@ -385,4 +388,5 @@ def _loop(question: str, label: str, desk: Desk, tm: _ToolModel, max_steps: int)
         chat.answer(raw, results)
     named = dict.fromkeys(m.group(1) for m in _ARXIV_ID.finditer(rec.answer))
     rec.citations = [tools.sources[p] for p in named if p in tools.sources]
+    rec.unknown_citations = [p for p in named if p not in tools.sources]
     return rec
