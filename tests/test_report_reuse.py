@@ -157,6 +157,17 @@ def test_only_always_executes_and_keeps_the_other_records(cached):
     assert _run(cached)[1] == []
 
 
+def test_a_folder_with_some_notebooks_links_only_to_pages_it_holds(cached):
+    out = _chain(cached)
+    _run(cached, only=["02"])  # a fresh folder: 02 alone, as an opt-in profile publishes it
+    page = (out / "02_b.html").read_text()
+    assert "01_a.html" not in page and "03_c.html" not in page
+    assert "(first)" in page and "(last)" in page
+    _run(cached)  # the whole report: every page links its neighbours again
+    page = (out / "02_b.html").read_text()
+    assert 'href="01_a.html" rel="prev"' in page and 'href="03_c.html" rel="next"' in page
+
+
 def test_an_interrupted_run_resumes_where_it_stopped(cached, monkeypatch):
     """run.json is saved after every notebook and says ``running`` while one executes."""
     out = _chain(cached)

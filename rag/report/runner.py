@@ -191,6 +191,7 @@ def execute_and_render(
     *,
     strict: bool = False,
     scrubbed: publish.ScrubReport | None = None,
+    pages: list[str] | None = None,
     **engine_kwargs: Any,
 ) -> NotebookRun:
     """Execute one notebook into ``dst``, scrub it and render both pages; fill in ``rec``.
@@ -198,6 +199,8 @@ def execute_and_render(
     The kernel's progress bars and warnings go to ``<dst folder>/logs/<stem>.log``. A failure is
     recorded in ``rec`` (status, error naming the cell), never raised: the rendered notebook with
     its error cell is kept. The report runner and ``rag sweep`` both execute through here.
+    ``pages`` are the notebook stems the page's previous/next links may point at (default: every
+    notebook), so a folder holding only some notebooks links to none it lacks.
     """
     scrubbed = scrubbed if scrubbed is not None else publish.ScrubReport()
     out = dst.parent
@@ -217,7 +220,8 @@ def execute_and_render(
     rec.wall_s = round(time.perf_counter() - t0, 2)
     if dst.exists():
         scrubbed.merge(publish.scrub_file(dst, strict=strict))
-        for page in render_html(dst, [n.stem for n in profiles.notebook_paths()]):
+        stems = pages if pages is not None else [n.stem for n in profiles.notebook_paths()]
+        for page in render_html(dst, stems):
             scrubbed.merge(publish.scrub_file(page, strict=strict))
     if log_file.exists():  # the log is not a page, but it is published beside the pages
         scrubbed.merge(publish.scrub_file(log_file))
@@ -278,10 +282,18 @@ def run_report(
         publish.scrub_file(out / "run.json", strict=strict)  # counted once, at the end
         return listed
 
+    def selected(nb: Path) -> bool:
+        return not only or any(nb.stem == o or nb.stem.startswith(f"{o}_") for o in only)
+
+    # the pages this folder will hold: the selected notebooks and those already rendered in it
+    pages = [
+        nb.stem
+        for nb in profiles.notebook_paths()
+        if selected(nb) or (out / f"{nb.stem}.html").exists()
+    ]
     upstream = ""  # the key of the notebook before, so a change upstream re-runs downstream
     for nb in profiles.notebook_paths():
-        selected = not only or any(nb.stem == o or nb.stem.startswith(f"{o}_") for o in only)
-        if not selected:  # its outputs on disk are what the next notebook reads
+        if not selected(nb):  # its outputs on disk are what the next notebook reads
             upstream = previous[nb.stem].key if nb.stem in previous else ""
             continue
         key = upstream = fingerprint.notebook_key(inputs, all_params[nb.stem], nb, upstream)
@@ -305,7 +317,7 @@ def run_report(
         dst = out / f"{nb.stem}.ipynb"
         log.info("running %s", nb.name)
         print(f"[runner] {nb.stem}: executing with profile '{profile}' ({why})", flush=True)
-        execute_and_render(nb, dst, rec, kernel, strict=strict, scrubbed=scrubbed)
+        execute_and_render(nb, dst, rec, kernel, strict=strict, scrubbed=scrubbed, pages=pages)
         failure = rec.error
         print(f"[runner] {nb.stem}: {rec.status} in {rec.wall_s:.1f}s", flush=True)
         save()
