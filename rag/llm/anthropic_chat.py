@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 @cache
-def _sdk_takes_temperature(create: Any) -> bool:
+def sdk_takes_temperature(create: Any) -> bool:
+    """Whether this SDK's ``messages.create`` takes ``temperature`` (newer ones do not)."""
     try:
         return "temperature" in inspect.signature(create).parameters
     except (TypeError, ValueError):
@@ -39,6 +40,11 @@ class AnthropicBackend:
     def __init__(self, client: Any) -> None:
         self._client = client
         self.provider = "anthropic"
+
+    @property
+    def client(self) -> Any:
+        """The SDK client every request goes through (the research loop's tool calls use it too)."""
+        return self._client
 
     def call(
         self,
@@ -63,7 +69,7 @@ class AnthropicBackend:
             "max_tokens": max_tokens,
         }
         create = self._client.messages.create
-        if _sdk_takes_temperature(type(self._client.messages).create):
+        if sdk_takes_temperature(type(self._client.messages).create):
             kwargs["temperature"] = temperature
         else:
             kwargs["extra_body"] = {"temperature": temperature}

@@ -92,6 +92,11 @@ class CachedChatModel:
         self._slots = threading.BoundedSemaphore(settings.concurrency)
 
     @property
+    def backend(self) -> Backend:
+        """The provider backend behind the cache, retries and meter."""
+        return self._backend
+
+    @property
     def supports_json_mode(self) -> bool:
         """Whether ``json_mode=True`` is honoured by this provider."""
         return self._backend.supports_json_mode

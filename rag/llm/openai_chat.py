@@ -26,6 +26,11 @@ class OpenAIChatBackend:
         self._client = client
         self.provider = provider
 
+    @property
+    def client(self) -> Any:
+        """The SDK client every request goes through (the research loop's tool calls use it too)."""
+        return self._client
+
     def call(
         self,
         model: str,

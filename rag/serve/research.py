@@ -231,10 +231,10 @@ def _tool_model(model: str, settings: Any = None) -> tuple[_ToolModel | None, st
         chat = make_chat_model(ref, settings)
     except RagError as e:  # a missing key or endpoint: say so, and run the plan
         return None, str(e)
-    backend = chat._backend
+    backend = chat.backend
     if not isinstance(backend, OpenAIChatBackend | AnthropicBackend):  # pragma: no cover
         return None, f"{ref.label}: served by neither tool-calling API"
-    return _ToolModel(backend._client, chat.settings, chat.spec.provider, chat.spec.api_model), ""
+    return _ToolModel(backend.client, chat.settings, chat.spec.provider, chat.spec.api_model), ""
 
 
 def research(
@@ -328,13 +328,13 @@ class _AnthropicDialect:
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
 
     def turn(self) -> tuple[Any, str, list[tuple[str, str, Any]]]:
-        from rag.llm.anthropic_chat import _sdk_takes_temperature
+        from rag.llm.anthropic_chat import sdk_takes_temperature
 
         create = self.tm.client.messages.create
         # the SDK's own rule, as the chat backend applies it: newer SDKs take no temperature
         extra = (
             {"temperature": 0.0}
-            if _sdk_takes_temperature(type(self.tm.client.messages).create)
+            if sdk_takes_temperature(type(self.tm.client.messages).create)
             else {}
         )
         resp = create(
