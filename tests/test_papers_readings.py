@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from rag import paths
 from rag.report.readings import papers as readings
 
@@ -85,3 +87,31 @@ def test_llm_rows_come_from_the_bench_file_and_are_named_as_such():
     table = readings.methods_compared(BENCH, summ, None, bench)
     llm = table[table["method"] == "llm:local:tiny"].iloc[0]
     assert llm["source"] == "outputs/bench/summaries.json" and llm["n"] == 4
+
+
+def test_a_sampled_run_says_so_and_shows_the_whole_corpus_beside_it():
+    from rag.papers.summary_eval import sample_papers
+
+    ids = [f"p{i:02d}" for i in range(20)]
+    five, ten = sample_papers(ids, 5, seed=0), sample_papers(ids, 10, seed=0)
+    assert len(five) == 5 and set(five) < set(ten)  # a smaller draw is a subset of a larger one
+    assert sample_papers(ids, 5, seed=1) != five and sample_papers(ids, 5, seed=0) == five
+    assert sample_papers(ids, 0) == ids == sample_papers(ids, 50)
+    summ = {"n_papers": 5, "metrics": SUMMARIES["metrics"], "sample": "5 of 20 at random, seed 0"}
+    assert "papers (5 of 20 at random, seed 0): extractive" in readings.summaries_reading(summ).data
+    table = readings.methods_compared(BENCH, summ, None, SUMMARIES)
+    whole = table[table["method"] == "extractive (every paper)"].iloc[0]
+    assert whole["n"] == SUMMARIES["n_papers"] and whole["source"] == "outputs/bench/summaries.json"
+    # a run over every paper lists no second copy of the same measurement
+    every = readings.methods_compared(
+        BENCH, {**summ, "sample": readings.EVERY_PAPER}, None, SUMMARIES
+    )
+    assert not every["method"].str.contains("every paper").any()
+
+
+def test_a_negative_sample_is_refused_naming_it():
+    from rag.errors import ConfigError
+    from rag.papers.summary_eval import sample_papers
+
+    with pytest.raises(ConfigError, match="-3"):
+        sample_papers(["a", "b"], -3)

@@ -143,6 +143,21 @@ def measurable(parsed: ParsedPaper) -> bool:
     return len(abstract_text(parsed).split()) >= MIN_ABSTRACT_WORDS and bool(body_sentences(parsed))
 
 
+def sample_papers(eligible: Sequence[str], n: int, seed: int = 0) -> list[str]:
+    """The first ``n`` of one seeded permutation of ``eligible`` (all of them when ``n`` is 0 or
+    not smaller), so a smaller ``n`` draws a subset of a larger one with the same seed.
+
+    Raises:
+        ConfigError: a negative ``n``.
+    """
+    if n < 0:
+        raise ConfigError(f"sample of {n} papers: must be >= 0 (0: every paper)")
+    ids = sorted(eligible)
+    if not 0 < n < len(ids):
+        return ids
+    return sorted(random.Random(seed).sample(ids, len(ids))[:n])
+
+
 def llm_row(
     chat: ChatModel,
     title: str,
@@ -270,10 +285,7 @@ def measure(
     timings = {"load_s": round(time.perf_counter() - t0, 2)}
     chats = {f"llm:{name}": chat for name, chat in (llms or {}).items()}
     eligible = sorted(pp.paper_id for pp in ok if measurable(pp))
-    sample = set(eligible)
-    if chats and 0 < llm_sample < len(eligible):
-        # the first N of one seeded permutation: a smaller N is a subset of a larger one
-        sample = set(random.Random(seed).sample(eligible, len(eligible))[:llm_sample])
+    sample = set(sample_papers(eligible, llm_sample if chats else 0, seed))
     llm_settings = {}
     if chats:
         drawn = f"{len(sample)} of {len(eligible)} at random, seed {seed}"
