@@ -144,3 +144,7 @@ def test_profiles_accept_provider_model_and_name_bad_parts():
     assert len(problems) == 2
     assert "unknown provider 'olama'" in problems[0] and "ollama" in problems[0]
     assert "unknown model 'gpt-4o-mni'" in problems[1]
+    # notebook 05's extra local models are checked like every other model parameter
+    assert model_problems("local_models", ["local:qwen2.5-coder-0.5b", "gguf:/m.gguf"]) == []
+    (typo,) = model_problems("local_models", ["lcoal:qwen2.5-coder-0.5b"])
+    assert "unknown provider 'lcoal'" in typo and "'local_models'" in typo

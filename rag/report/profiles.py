@@ -31,7 +31,7 @@ NOTEBOOKS_DIR = "notebooks"
 #: Keys the runner itself injects into every notebook (each notebook must declare them).
 RUNNER_KEYS = ("profile", "output_dir")
 #: Parameters naming models of :mod:`rag.llm.registry` (one name, or a list of names).
-MODEL_KEYS = ("local_model", "llm_model", "api_models", "llm_judges")
+MODEL_KEYS = ("local_model", "local_models", "llm_model", "api_models", "llm_judges")
 #: Python types accepted for each annotation papermill reports (``bool`` is not an ``int`` here).
 _TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,),
