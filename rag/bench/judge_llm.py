@@ -1,0 +1,153 @@
+"""A local LLM as the faithfulness judge, validated on the same human labels as the offline judge.
+
+Both judges label every (claim, abstract) pair of the SciFact dev validation set (340 pairs,
+human labels SUPPORT / CONTRADICT / NOT_ENOUGH_INFO; supported-vs-not as in notebook 05). The
+LLM judge is :class:`rag.judge.llm_judge.LLMJudge` (one structured extract-and-verify call per
+pair, temperature 0, cached); the offline judge is ``offline-v2``. Reported per judge: balanced
+accuracy with a 95 % bootstrap CI, CONTRADICT recall, failures and seconds per pair; and the
+paired difference on the same pairs: a bootstrap CI of the difference of balanced accuracies
+(pairs resampled together) and a randomisation test that swaps the two judges' labels pair by
+pair. A pair the LLM judge cannot judge counts as "not supported" in the paired comparison (the
+judge gave no support), and the count is reported.
+
+    python -m rag.bench.judge_llm --model local:qwen2.5-coder-1.5b
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_OUT = "outputs/bench/judge_{slug}.json"
+
+
+def paired_balanced_accuracy(
+    human_support: np.ndarray,
+    a_support: np.ndarray,
+    b_support: np.ndarray,
+    *,
+    n_resamples: int = 2000,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Balanced accuracy of A minus B on the same pairs: CI and two-sided permutation p.
+
+    Args:
+        human_support: True where the human label is SUPPORT.
+        a_support, b_support: True where judge A / B said supported, aligned with the labels.
+    """
+    from scipy import stats as sps
+
+    from rag.evaluation.judge_validation import balanced_accuracy
+
+    y = np.asarray(human_support, dtype=bool)
+    a = np.asarray(a_support, dtype=bool)
+    b = np.asarray(b_support, dtype=bool)
+    diff = balanced_accuracy(y, a) - balanced_accuracy(y, b)
+    rng = np.random.default_rng(seed)
+    boots = []
+    for _ in range(n_resamples):
+        idx = rng.integers(0, len(y), len(y))
+        if y[idx].all() or not y[idx].any():
+            continue
+        boots.append(balanced_accuracy(y[idx], a[idx]) - balanced_accuracy(y[idx], b[idx]))
+    low, high = np.percentile(boots, [2.5, 97.5])
+
+    def stat(x: np.ndarray, z: np.ndarray, axis: int = -1) -> np.ndarray:
+        x, z = np.atleast_2d(x), np.atleast_2d(z)
+        out = [balanced_accuracy(y, xi.astype(bool)) - balanced_accuracy(y, zi.astype(bool))
+               for xi, zi in zip(x, z, strict=True)]  # fmt: skip
+        return np.asarray(out)
+
+    res = sps.permutation_test(
+        (a.astype(float), b.astype(float)), stat, permutation_type="samples",
+        vectorized=True, n_resamples=n_permutations, alternative="two-sided",
+        rng=np.random.default_rng(seed),
+    )  # fmt: skip
+    return {"diff": float(diff), "ci_low": float(low), "ci_high": float(high),
+            "p": float(min(1.0, res.pvalue))}  # fmt: skip
+
+
+def _summary(metrics: dict[str, Any], n_pairs: int) -> dict[str, Any]:
+    cr = metrics["class_recall"]["CONTRADICT"]
+    return {
+        "judge": metrics["judge"],
+        "balanced_accuracy": round(metrics["balanced_accuracy"], 4),
+        "ci_low": round(metrics["ci_low"], 4),
+        "ci_high": round(metrics["ci_high"], 4),
+        "n": metrics["n"],
+        "n_failures": metrics["n_failures"],
+        "contradict_recall": f"{cr['k']}/{cr['n']}",
+        "confusion": metrics["confusion"],
+        "seconds": metrics["seconds"],
+        "seconds_per_pair": round(metrics["seconds"] / max(1, n_pairs), 2),
+    }
+
+
+def run(model: str, *, limit: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """Validate ``model`` as an LLM judge beside offline-v2 on the same pairs."""
+    from rag.evaluation.judge_validation import validate_judge
+    from rag.judge.llm_judge import LLMJudge
+    from rag.judge.offline import DEFAULT_JUDGE, make_offline_judge
+    from rag.llm.factory import make_cache, make_chat_model
+    from rag.llm.meter import CostMeter
+
+    meter = CostMeter()
+    chat = make_chat_model(model, cache=make_cache(), meter=meter)
+    llm_metrics, llm_table = validate_judge(LLMJudge(chat), limit=limit, seed=seed)
+    off_metrics, off_table = validate_judge(make_offline_judge(DEFAULT_JUDGE), limit=limit,
+                                            seed=seed)  # fmt: skip
+    if list(llm_table["claim_id"]) != list(off_table["claim_id"]):
+        raise RuntimeError("the two validations did not see the same pairs in the same order")
+    human = (llm_table["human"] == "SUPPORT").to_numpy()
+    paired = paired_balanced_accuracy(
+        human,
+        (llm_table["judge"] == "supported").to_numpy(),
+        (off_table["judge"] == "supported").to_numpy(),
+        seed=seed,
+    )
+    n = len(llm_table)
+    return {
+        "what": f"{model} as an LLM judge vs {DEFAULT_JUDGE}, SciFact dev, supported vs not",
+        "data": llm_metrics["data"],
+        "pairs": n,
+        "llm": _summary(llm_metrics, n),
+        "offline": _summary(off_metrics, n),
+        "paired_llm_minus_offline": {k: round(v, 4) for k, v in paired.items()},
+        "paired_note": "LLM-judge failures count as not supported in the paired comparison",
+        "llm_usage": meter.to_dict(),
+        "command": f"python -m rag.bench.judge_llm --model {model}",
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rag.bench.judge_llm", description=__doc__)
+    p.add_argument("--model", default="local:qwen2.5-coder-1.5b")
+    p.add_argument("--limit", type=int, default=0, help="first N pairs (0: all 340)")
+    p.add_argument("--out", default="", help="JSON path (default outputs/bench/judge_<model>.json)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from rag.paths import resolve
+
+    t0 = time.perf_counter()
+    doc = run(args.model, limit=args.limit or None)
+    doc["wall_s"] = round(time.perf_counter() - t0, 1)
+    slug = args.model.split(":", 1)[-1].replace("/", "_")
+    out = resolve(args.out or DEFAULT_OUT.format(slug=slug))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps({k: doc[k] for k in ("llm", "offline", "paired_llm_minus_offline")},
+                     indent=1))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
