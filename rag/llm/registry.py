@@ -36,7 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag.errors import ConfigError
-from rag.llm.assembled import ASSEMBLED
+from rag.llm.assembled import ASSEMBLED, chat_names
 from rag.llm.names import ModelRef
 from rag.llm.names import parse_model as _parse
 from rag.llm.settings import (
@@ -251,13 +251,18 @@ def resolve_model(
     if (spec := registered(ref)) is not None:
         return spec
     if ref.provider == "local" and ref.model in ASSEMBLED:
+        if (kind := ASSEMBLED[ref.model].kind) != "chat-gguf":
+            raise ConfigError(
+                f"{ref.model!r} is an embedding model ({kind}), not a chat model: name it as an "
+                f"embedder; the assembled chat models are {', '.join(chat_names())}"
+            )
         # an assembled GGUF file (rag.llm.assembled): priced, run and cached as gguf:PATH
         return dataclasses.replace(resolve_model(ModelRef("gguf", ref.model)), name=ref.model)
     if ref.provider == "local":
         local = [m.name for m in MODELS.values() if m.provider == "local"]
         raise ConfigError(
             f"unknown local model {ref.model!r}: the packaged one is {', '.join(local)}, the "
-            f"assembled ones (`rag models fetch NAME`) {', '.join(sorted(ASSEMBLED))}; "
+            f"assembled ones (`rag models fetch NAME`) {', '.join(chat_names())}; "
             "run another GGUF file as gguf:/path/to/model.gguf"
         )
     if ref.provider in IN_PROCESS:
