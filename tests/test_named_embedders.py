@@ -85,7 +85,8 @@ def test_user_folder_runs_with_the_named_settings_and_keys_on_content(own_copies
     eb = load_embedder(f"mpnet-base-v2={b}")
     assert ea.fingerprint == eb.fingerprint  # content, not path
     assert str(a) not in ea.fingerprint
-    assert "sentence-transformers/all-mpnet-base-v2" in ea.fingerprint and "max=384" in ea.fingerprint
+    assert "sentence-transformers/all-mpnet-base-v2" in ea.fingerprint
+    assert "max=384" in ea.fingerprint
     v = ea.encode_passages(["dense retrieval with a bi-encoder", "a recipe for bread"])
     q = ea.encode_queries(["bi-encoder retrieval"])
     assert v.shape == (2, ea.dim) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
@@ -116,6 +117,10 @@ def test_matryoshka_cut_is_the_renormalised_prefix(own_copies):
     expect = v[:, :64] / np.linalg.norm(v[:, :64], axis=1, keepdims=True)
     assert w.shape == (2, 64) and np.allclose(w, expect, atol=1e-6)
     assert cut.fingerprint.endswith("|matryoshka=64") and cut.fingerprint != full.fingerprint
+    ln = MatryoshkaEmbedder(full, 64, layer_norm=True).encode_passages(texts)
+    z = (v - v.mean(axis=1, keepdims=True)) / np.sqrt(v.var(axis=1, keepdims=True) + 1e-5)
+    z = z[:, :64] / np.linalg.norm(z[:, :64], axis=1, keepdims=True)
+    assert np.allclose(ln, z, atol=1e-5) and not np.allclose(ln, w, atol=1e-3)
     with pytest.raises(ConfigError, match="cannot cut"):
         MatryoshkaEmbedder(full, full.dim + 1)
 

@@ -47,6 +47,8 @@ class EmbedderSpec:
         query_prefix, passage_prefix: the task prefixes the model was trained with.
         max_tokens: texts are truncated to this many tokens.
         dims: Matryoshka sizes the model was trained for (empty: the full size only).
+        layer_norm_before_cut: the model card's recipe layer-normalises a vector before cutting
+            it (nomic-embed-text-v1.5); others cut the normalised vector directly.
         licence: the upstream licence, shown wherever the model is listed.
     """
 
@@ -58,6 +60,7 @@ class EmbedderSpec:
     max_tokens: int
     dims: tuple[int, ...]
     licence: str
+    layer_norm_before_cut: bool = False
 
 
 #: The named embedders. Prefixes are the upstream model cards' retrieval prompts.
@@ -83,6 +86,7 @@ NAMED_EMBEDDERS: dict[str, EmbedderSpec] = {
             max_tokens=512,
             dims=(768, 512, 256, 128, 64),
             licence="Apache-2.0",
+            layer_norm_before_cut=True,
         ),
         EmbedderSpec(
             name="embeddinggemma-300m",
@@ -176,21 +180,28 @@ class MatryoshkaEmbedder:
     Args:
         inner: the full-size embedder.
         dim: the kept size (a size the model was trained for).
+        layer_norm: layer-normalise each full vector (zero mean, unit variance over its
+            dimensions, no affine part) before the cut, as nomic-embed-text-v1.5's recipe does.
     """
 
-    def __init__(self, inner: Embedder, dim: int) -> None:
+    def __init__(self, inner: Embedder, dim: int, *, layer_norm: bool = False) -> None:
         if dim > inner.dim:
             raise ConfigError(f"{inner.name}: cannot cut {inner.dim}-d vectors to {dim}")
         self.inner = inner
         self.dim = dim
+        self.layer_norm = layer_norm
         self.name = f"{inner.name}@{dim}"
         self.batch_size = getattr(inner, "batch_size", 32)
-        self.fingerprint = f"{inner.fingerprint}|matryoshka={dim}"
+        self.fingerprint = f"{inner.fingerprint}|matryoshka={dim}" + ("|ln" if layer_norm else "")
 
     def _cut(self, v: np.ndarray) -> np.ndarray:
         from rag.index.embed import normalise
 
-        return normalise(np.asarray(v, dtype=np.float32)[:, : self.dim])
+        v = np.asarray(v, dtype=np.float32)
+        if self.layer_norm:
+            mu = v.mean(axis=1, keepdims=True)
+            v = (v - mu) / np.sqrt(v.var(axis=1, keepdims=True) + 1e-5)
+        return normalise(v[:, : self.dim])
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """The inner embedder's query vectors, cut and re-normalised."""
@@ -237,5 +248,5 @@ def load_named(req: NamedRequest, *, batch_size: int = 32) -> Embedder:
             query_backend="torch",
         )
     if req.dim is not None and req.dim != emb.dim:
-        return MatryoshkaEmbedder(emb, req.dim)
+        return MatryoshkaEmbedder(emb, req.dim, layer_norm=spec.layer_norm_before_cut)
     return emb
