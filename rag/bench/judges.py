@@ -1,16 +1,18 @@
-"""A local LLM as the faithfulness judge, validated on the same human labels as the offline judge.
+"""Another faithfulness judge beside offline-v2, validated on the same human labels.
 
-Both judges label every (claim, abstract) pair of the SciFact dev validation set (340 pairs,
-human labels SUPPORT / CONTRADICT / NOT_ENOUGH_INFO; supported-vs-not as in notebook 05). The
-LLM judge is :class:`rag.judge.llm_judge.LLMJudge` (one structured extract-and-verify call per
-pair, temperature 0, cached); the offline judge is ``offline-v2``. Reported per judge: balanced
-accuracy with a 95 % bootstrap CI, CONTRADICT recall, failures and seconds per pair; and the
-paired difference on the same pairs: a bootstrap CI of the difference of balanced accuracies
-(pairs resampled together) and a randomisation test that swaps the two judges' labels pair by
-pair. A pair the LLM judge cannot judge counts as "not supported" in the paired comparison (the
-judge gave no support), and the count is reported.
+The other judge is either a local LLM (``--llm``) or offline-v2 refitted on SciFact train with
+another embedder behind its alignment features (``--embedder``; same recipe, grouped CV, same
+train pairs). Both judges label every (claim, abstract) pair of the SciFact dev validation set
+(340 pairs, human labels SUPPORT / CONTRADICT / NOT_ENOUGH_INFO; supported-vs-not as in notebook
+05). The LLM judge is :class:`rag.judge.llm_judge.LLMJudge` (one structured extract-and-verify
+call per pair, temperature 0, cached). Reported per judge: balanced accuracy with a 95 % bootstrap
+CI, CONTRADICT recall, failures and seconds per pair; and the paired difference on the same pairs:
+a bootstrap CI of the difference of balanced accuracies (pairs resampled together) and a
+randomisation test that swaps the two judges' labels pair by pair. A pair the other judge cannot
+judge counts as "not supported" in the paired comparison, and the count is reported.
 
-    python -m rag.bench.judge_llm --model local:qwen2.5-coder-1.5b
+    python -m rag.bench.judges --llm local:qwen2.5-coder-1.5b
+    python -m rag.bench.judges --embedder mpnet-base-v2
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUT = "outputs/bench/judge_{slug}.json"
+
 
 
 def paired_balanced_accuracy(
@@ -92,59 +95,82 @@ def _summary(metrics: dict[str, Any], n_pairs: int) -> dict[str, Any]:
     }
 
 
-def run(model: str, *, limit: int | None = None, seed: int = 0) -> dict[str, Any]:
-    """Validate ``model`` as an LLM judge beside offline-v2 on the same pairs."""
-    from rag.evaluation.judge_validation import validate_judge
+def _other_judge(llm: str | None, embedder: str | None) -> tuple[Any, str, dict[str, Any]]:
+    """The judge compared with offline-v2, its description, and its usage meter."""
     from rag.judge.llm_judge import LLMJudge
     from rag.judge.offline import DEFAULT_JUDGE, make_offline_judge
     from rag.llm.factory import make_cache, make_chat_model
     from rag.llm.meter import CostMeter
 
-    meter = CostMeter()
-    chat = make_chat_model(model, cache=make_cache(), meter=meter)
-    llm_metrics, llm_table = validate_judge(LLMJudge(chat), limit=limit, seed=seed)
+    if llm:
+        meter = CostMeter()
+        chat = make_chat_model(llm, cache=make_cache(), meter=meter)
+        return LLMJudge(chat), f"{llm} as an LLM judge", {"meter": meter}
+    from rag.index.embed import load_embedder
+
+    emb = load_embedder(embedder or "minilm")
+    judge = make_offline_judge(DEFAULT_JUDGE, embedder=emb)
+    return judge, f"{DEFAULT_JUDGE} refitted with {embedder} ({emb.fingerprint})", {}
+
+
+def run(
+    llm: str | None = None, *, embedder: str | None = None, limit: int | None = None, seed: int = 0
+) -> dict[str, Any]:
+    """Validate the other judge beside offline-v2 (MiniLM) on the same pairs."""
+    from rag.evaluation.judge_validation import validate_judge
+    from rag.judge.offline import DEFAULT_JUDGE, make_offline_judge
+
+    if bool(llm) == bool(embedder):
+        raise ValueError("give exactly one of llm= or embedder=")
+    judge, what, extra = _other_judge(llm, embedder)
+    other_metrics, other_table = validate_judge(judge, limit=limit, seed=seed)
     off_metrics, off_table = validate_judge(make_offline_judge(DEFAULT_JUDGE), limit=limit,
                                             seed=seed)  # fmt: skip
-    if list(llm_table["claim_id"]) != list(off_table["claim_id"]):
+    if list(other_table["claim_id"]) != list(off_table["claim_id"]):
         raise RuntimeError("the two validations did not see the same pairs in the same order")
-    human = (llm_table["human"] == "SUPPORT").to_numpy()
+    human = (other_table["human"] == "SUPPORT").to_numpy()
     paired = paired_balanced_accuracy(
         human,
-        (llm_table["judge"] == "supported").to_numpy(),
+        (other_table["judge"] == "supported").to_numpy(),
         (off_table["judge"] == "supported").to_numpy(),
         seed=seed,
     )
-    n = len(llm_table)
-    return {
-        "what": f"{model} as an LLM judge vs {DEFAULT_JUDGE}, SciFact dev, supported vs not",
-        "data": llm_metrics["data"],
+    n = len(other_table)
+    flag = f"--llm {llm}" if llm else f"--embedder {embedder}"
+    doc = {
+        "what": f"{what} vs {DEFAULT_JUDGE} (MiniLM), SciFact dev, supported vs not",
+        "data": other_metrics["data"],
         "pairs": n,
-        "llm": _summary(llm_metrics, n),
+        "other": _summary(other_metrics, n),
         "offline": _summary(off_metrics, n),
-        "paired_llm_minus_offline": {k: round(v, 4) for k, v in paired.items()},
-        "paired_note": "LLM-judge failures count as not supported in the paired comparison",
-        "llm_usage": meter.to_dict(),
-        "command": f"python -m rag.bench.judge_llm --model {model}",
+        "paired_other_minus_offline": {k: round(v, 4) for k, v in paired.items()},
+        "paired_note": "a pair the other judge fails on counts as not supported when paired",
+        "command": f"python -m rag.bench.judges {flag}",
     }
+    if "meter" in extra:
+        doc["llm_usage"] = extra["meter"].to_dict()
+    return doc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rag.bench.judge_llm", description=__doc__)
-    p.add_argument("--model", default="local:qwen2.5-coder-1.5b")
+    p = argparse.ArgumentParser(prog="python -m rag.bench.judges", description=__doc__)
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--llm", help="a chat model as the judge, e.g. local:qwen2.5-coder-1.5b")
+    who.add_argument("--embedder", help="refit offline-v2 with this embedder, e.g. mpnet-base-v2")
     p.add_argument("--limit", type=int, default=0, help="first N pairs (0: all 340)")
-    p.add_argument("--out", default="", help="JSON path (default outputs/bench/judge_<model>.json)")
+    p.add_argument("--out", default="", help="JSON path (default outputs/bench/judge_<name>.json)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     from rag.paths import resolve
 
     t0 = time.perf_counter()
-    doc = run(args.model, limit=args.limit or None)
+    doc = run(args.llm, embedder=args.embedder, limit=args.limit or None)
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
-    slug = args.model.split(":", 1)[-1].replace("/", "_")
-    out = resolve(args.out or DEFAULT_OUT.format(slug=slug))
+    name = args.llm.split(":", 1)[-1] if args.llm else f"offline_{args.embedder}"
+    out = resolve(args.out or DEFAULT_OUT.format(slug=name.replace("/", "_")))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(json.dumps({k: doc[k] for k in ("llm", "offline", "paired_llm_minus_offline")},
+    print(json.dumps({k: doc[k] for k in ("other", "offline", "paired_other_minus_offline")},
                      indent=1))  # fmt: skip
     return 0
 

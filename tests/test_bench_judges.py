@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rag.bench.judge_llm import paired_balanced_accuracy, run
+from rag.bench.judges import paired_balanced_accuracy, run
 
 
 def test_identical_judges_differ_by_nothing():
@@ -28,6 +28,13 @@ def test_a_perfect_judge_beats_a_coin_with_a_small_p():
 def test_a_real_local_model_judges_the_first_pairs(shared_dir):
     doc = run("smollm2-135m", limit=4)
     assert doc["pairs"] == 4
-    assert doc["llm"]["n"] + doc["llm"]["n_failures"] == 4
+    assert doc["other"]["n"] + doc["other"]["n_failures"] == 4
     assert doc["offline"]["n"] == 4 and doc["offline"]["judge"]
-    assert set(doc["paired_llm_minus_offline"]) == {"diff", "ci_low", "ci_high", "p"}
+    assert set(doc["paired_other_minus_offline"]) == {"diff", "ci_low", "ci_high", "p"}
+
+
+def test_exactly_one_other_judge_is_named():
+    with pytest.raises(ValueError, match="exactly one"):
+        run()
+    with pytest.raises(ValueError, match="exactly one"):
+        run("smollm2-135m", embedder="minilm")
