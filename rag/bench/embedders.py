@@ -41,40 +41,15 @@ DEFAULT_EMBEDDERS = (
     "embeddinggemma-300m",
 )
 
-_RESULTS = "embeddings-benchmark/results@f4cc6c8b365a3c779dbc708d6affe0b0355b2ddf"
-
-#: Published SciFact nDCG@10 (BEIR test split) in the public MTEB results, with the file each
-#: comes from. EmbeddingGemma has no SciFact file there: its card reports MTEB v2 averages only.
-PUBLISHED_SCIFACT: dict[str, dict[str, Any]] = {
-    "minilm": {
-        "ndcg@10": 0.6451,
-        "source": f"{_RESULTS}:results/sentence-transformers__all-MiniLM-L6-v2/"
-        "8b3219a92973c328a8e22fadcfa821b5dc75636a/SciFact.json (mteb 1.12.75)",
-    },
-    "e5-small": {
-        "ndcg@10": 0.6759,
-        "source": f"{_RESULTS}:results/intfloat__multilingual-e5-small/"
-        "fd1525a9fd15316a2d503bf26ab031a61d056e98/SciFact.json (mteb 1.20.0; fp32 weights)",
-    },
-    "mpnet-base-v2": {
-        "ndcg@10": 0.6557,
-        "source": f"{_RESULTS}:results/sentence-transformers__all-mpnet-base-v2/"
-        "84f2bcc00d77236f9e89c8a360a00fb1139bf47d/SciFact.json (mteb 1.12.75)",
-    },
-    "nomic-embed-v1.5": {
-        "ndcg@10": 0.7028,
-        "source": f"{_RESULTS}:results/nomic-ai__nomic-embed-text-v1.5/external/SciFact.json "
-        "(from the model card, 768-d; the card's run is not recorded, up to 8,192 tokens)",
-    },
-}
-
 DEFAULT_OUT = "outputs/bench/embedders.json"
 SAMPLE_PASSAGES = 64
 SEED = 0
 
 
 def _published(name: str) -> dict[str, Any] | None:
-    return PUBLISHED_SCIFACT.get(name.partition("=")[0])
+    from rag.evaluation.scifact import PUBLISHED_MTEB
+
+    return PUBLISHED_MTEB.get(name.partition("=")[0])
 
 
 def _ci(ci: Any) -> dict[str, float]:

@@ -1,0 +1,42 @@
+"""The embedder comparison's paired tests and its published-number table."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rag.bench.embedders import paired_vs_baseline
+from rag.evaluation.scifact import PUBLISHED_LABELS, PUBLISHED_MTEB
+
+
+def test_each_embedder_is_paired_with_the_baseline_per_retriever_with_holm():
+    rng = np.random.default_rng(0)
+    qids = [f"q{i}" for i in range(40)]
+    base = {q: float(v) for q, v in zip(qids, rng.random(40), strict=True)}
+    better = {q: v + 0.3 for q, v in base.items()}
+    same = dict(base)
+    per_q = {
+        "minilm": {"dense": base, "hybrid": base},
+        "strong": {"dense": better, "hybrid": same},
+    }
+    rows = paired_vs_baseline(per_q, "minilm")
+    by = {(r["embedder"], r["retriever"]): r for r in rows}
+    assert set(by) == {("strong", "dense"), ("strong", "hybrid")}
+    d = by[("strong", "dense")]
+    assert abs(d["diff"] - 0.3) < 1e-9 and d["n"] == 40 and d["significant"]
+    assert d["p_holm"] >= d["p"]  # Holm never lowers a p-value
+    h = by[("strong", "hybrid")]
+    assert h["diff"] == 0.0 and h["p"] == 1.0 and not h["significant"]
+
+
+def test_pairs_use_only_the_questions_both_embedders_answered():
+    base = {"a": 0.0, "b": 1.0, "c": 0.5, "d": 0.2}
+    other = {"b": 1.0, "c": 0.5, "d": 0.2, "e": 0.0}
+    (row,) = paired_vs_baseline({"minilm": {"dense": base}, "x": {"dense": other}}, "minilm")
+    assert row["n"] == 3 and row["diff"] == 0.0
+
+
+def test_published_numbers_name_their_source_file():
+    for name, p in PUBLISHED_MTEB.items():
+        assert 0.5 < p["ndcg@10"] < 0.8
+        assert "embeddings-benchmark/results@" in p["source"] and "SciFact.json" in p["source"]
+        assert PUBLISHED_LABELS[name].startswith(f"{p['ndcg@10']:.3f}")
