@@ -1,0 +1,30 @@
+"""The lab from a notebook: ``from rag import Lab``.
+
+front (:class:`Lab`, :class:`Chat`: the paper desk's tools as methods, loaded lazily) · records
+(the typed results: HTML in Jupyter, text, DataFrame, the service's JSON) · compare (one question
+through several retrievers, graded against the gold) · html (the records' markup, nothing loaded
+from the network). See ``docs/lab.md``.
+"""
+
+from __future__ import annotations
+
+from rag.lab.compare import Comparison
+from rag.lab.front import Chat, Lab
+from rag.lab.records import (
+    Answer,
+    ChatTurn,
+    Citations,
+    Hits,
+    Page,
+    Paper,
+    PaperList,
+    Record,
+    Related,
+    Summary,
+    Verdict,
+)
+
+__all__ = [
+    "Answer", "Chat", "ChatTurn", "Citations", "Comparison", "Hits", "Lab", "Page", "Paper",
+    "PaperList", "Record", "Related", "Summary", "Verdict",
+]  # fmt: skip

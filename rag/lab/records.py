@@ -1,0 +1,557 @@
+"""The lab's results as small typed records: HTML in a notebook, text in a terminal, a DataFrame
+for analysis and the service's JSON.
+
+Every record is built from the dict one paper-desk method returns (:mod:`rag.serve.desk`, the
+same dicts ``rag ask --json``, ``POST /ask`` and the MCP tools return) and gives it back unchanged
+from :meth:`Record.to_dict`, keys the record does not know included. ``_repr_html_`` is what
+Jupyter shows: an answer as its sentences with ``[n]`` chips linked to the numbered sources below
+and each claim's verdict, hits and related work as tables. ``__repr__`` is plain text;
+``to_frame()`` the rows as a pandas DataFrame.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import io
+from typing import Any, ClassVar, TypedDict
+
+from rag.lab import html as h
+
+
+class Hit(TypedDict):
+    """One ranked chunk (``search``)."""
+
+    chunk_id: str
+    arxiv_id: str
+    title: str
+    page: int
+    section: str
+    score: float
+    text: str
+
+
+class Source(TypedDict):
+    """One numbered source of an answer's context; ``cited`` when the answer cites it."""
+
+    n: int
+    chunk_id: str
+    arxiv_id: str
+    title: str
+    page: int
+    section: str
+    quote: str
+    cited: bool
+
+
+class Link(TypedDict):
+    """One citation link between two works (``citations``)."""
+
+    arxiv_id: str
+    in_corpus: bool
+    how: str
+    score: float
+    reference: str
+    title: str
+
+
+@dataclasses.dataclass(repr=False)
+class Record:
+    """Base of every result: the desk's dict as typed fields, plus keys it does not name."""
+
+    #: the record's name in headings and in ``to_frame``'s absence of rows
+    kind: ClassVar[str] = "record"
+    #: the columns of :meth:`to_frame`, in order
+    columns: ClassVar[tuple[str, ...]] = ()
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kw: Any) -> Any:
+        """The record of a desk dict: known keys become fields, the rest stays in ``extra``."""
+        names = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "extra"}
+        known = {k: v for k, v in data.items() if k in names}
+        rest = {k: v for k, v in data.items() if k not in names}
+        return cls(**known, **kw, extra=rest)
+
+    def json_fields(self) -> list[str]:
+        """The fields that are keys of the service's JSON (all but ``extra`` and local ones)."""
+        return [
+            f.name for f in dataclasses.fields(self)
+            if f.name != "extra" and f.metadata.get("json", True)
+        ]  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict the desk returned (what the HTTP API and ``--json`` give), as a copy."""
+        out = {name: copy.deepcopy(getattr(self, name)) for name in self.json_fields()}
+        return {**out, **copy.deepcopy(self.extra)}
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The record's rows (one per hit, source, link ...); :meth:`to_frame` tabulates them."""
+        return []
+
+    def to_frame(self) -> Any:
+        """The rows as a pandas DataFrame with :attr:`columns` (empty rows: those columns)."""
+        import pandas as pd
+
+        rows = self.rows()
+        return pd.DataFrame(rows, columns=list(self.columns) or None)
+
+    def text(self) -> str:
+        """Plain text for a terminal."""
+        return f"<{self.kind}>"
+
+    def html(self) -> str:
+        """The HTML Jupyter shows."""
+        return h.box(self.kind, f"<pre>{h.esc(self.text())}</pre>")
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+
+def _where(arxiv_id: str, page: Any, section: str = "") -> str:
+    sec = f", {section}" if section else ""
+    return f"arXiv:{arxiv_id}, p. {page}{sec}"
+
+
+def _cut(text: str, width: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+
+
+@dataclasses.dataclass(repr=False)
+class Hits(Record):
+    """Ranked chunks for a query (``Lab.search``; ``POST /search``)."""
+
+    kind: ClassVar[str] = "hits"
+    columns: ClassVar[tuple[str, ...]] = (
+        "rank", "score", "arxiv_id", "title", "page", "section", "chunk_id", "text",
+    )  # fmt: skip
+    query: str
+    hits: list[Hit]
+    retriever: str
+    latency_ms: float
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{"rank": i, **hit} for i, hit in enumerate(self.hits, 1)]
+
+    def text(self) -> str:
+        lines = [f"{self.retriever}: {len(self.hits)} hits for {self.query!r} "
+                 f"in {self.latency_ms:.1f} ms"]  # fmt: skip
+        for i, x in enumerate(self.hits, 1):
+            lines.append(f"{i:>2}. {x['score']:.4f}  {x['title'] or '(untitled)'} "
+                         f"({_where(x['arxiv_id'], x['page'], x['section'])})")  # fmt: skip
+            lines.append(f"    {_cut(x['text'], 180)}")
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        rows = [
+            (i, f"{x['score']:.4f}", h.Raw(h.paper_link(x["arxiv_id"])), x["title"], x["page"],
+             x["section"], h.snippet(x["text"]))
+            for i, x in enumerate(self.hits, 1)
+        ]  # fmt: skip
+        heading = h.head(
+            f"<b>{h.esc(self.retriever)}</b>: {len(self.hits)} hits for "
+            f"<q>{h.esc(self.query)}</q> in {self.latency_ms:.1f} ms"
+        )
+        cols = ("#", "score", "paper", "title", "page", "section", "text")
+        return h.box(self.kind, heading, h.table(cols, rows, numeric=("#", "score", "page")))
+
+
+@dataclasses.dataclass(repr=False)
+class Answer(Record):
+    """A cited answer, each claim judged (``Lab.ask``; ``POST /ask``, ``rag ask --json``)."""
+
+    kind: ClassVar[str] = "answer"
+    columns: ClassVar[tuple[str, ...]] = (
+        "n", "cited", "arxiv_id", "title", "page", "section", "chunk_id", "quote",
+    )  # fmt: skip
+    query: str
+    retriever: str
+    answerer: str
+    answer: str
+    refused: bool
+    citations: list[Source]
+    unknown_citations: list[int]
+    judgement: dict[str, Any] | None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = 0.0
+    latency_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def claims(self) -> list[dict[str, Any]]:
+        """The judged claims ``{claim, label, score, reason}`` ([] when not judged)."""
+        return list((self.judgement or {}).get("claims") or [])
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(c) for c in self.citations]
+
+    def text(self) -> str:
+        from rag.serve.commands import print_answer  # the CLI's own rendering of this dict
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            print_answer(self.to_dict())
+        return buf.getvalue().rstrip("\n")
+
+    def _sentences_html(self, anchor: str) -> str:
+        """The answer's sentences with citation chips and, when judged, each claim's verdict."""
+        from rag.answer.claims import parse_answer
+
+        numbers = {c["n"] for c in self.citations}
+        parsed = parse_answer(self.answer)
+        claims = self.claims
+        per_sentence = sum(len(s.claims) for s in parsed.sentences) == len(claims)
+        verdicts = iter(claims)
+        parts = []
+        for s in parsed.sentences:
+            chips = "".join(
+                f'<a class="rag-chip" href="#{anchor}-{n}">[{n}]</a>' if n in numbers
+                else f'<span class="rag-chip rag-muted" title="no such source">[{n}]</span>'
+                for n in s.citations
+            )  # fmt: skip
+            badges = ""
+            if per_sentence:
+                badges = "".join(
+                    h.verdict_badge(c, c["claim"]) for c in (next(verdicts) for _ in s.claims)
+                )
+            parts.append(f"<span class='rag-sentence'>{h.esc(s.text)} {chips}{badges}</span> ")
+        body = "".join(parts) or h.esc(self.answer)
+        if claims and not per_sentence:  # the judge split differently: list its claims
+            body += "<ul>" + "".join(
+                f"<li>{h.verdict_badge(c, c['claim'])} {h.esc(c['claim'])}</li>" for c in claims
+            ) + "</ul>"  # fmt: skip
+        return body
+
+    def html(self, note: str = "") -> str:
+        """The answer; ``note`` (HTML) goes above the question."""
+        anchor = h.new_id("src")
+        meta = [h.esc(self.retriever), h.esc(self.answerer)]
+        j = self.judgement
+        if j:
+            meta.append(f"judge {h.esc(j.get('judge', ''))}: {h.esc(j.get('status', ''))}")
+        if self.refused:
+            meta.append("<b>declined</b>")
+        heading = h.head(f"<b>Q:</b> {h.esc(self.query)} <span class='rag-muted'>"
+                         f"({' · '.join(meta)})</span>")  # fmt: skip
+        body = f"<div class='rag-answer'>{self._sentences_html(anchor)}</div>"
+        if self.unknown_citations:
+            cited = ", ".join(f"[{n}]" for n in self.unknown_citations)
+            body += f"<p class='rag-muted'>cited but not among the sources: {h.esc(cited)}</p>"
+        items = []
+        for c in self.citations:
+            mark = "" if c["cited"] else " <span class='rag-muted'>(not cited)</span>"
+            items.append(
+                f"<li id='{anchor}-{c['n']}' value='{int(c['n'])}'>"
+                f"<b>{h.esc(c['title'] or '(untitled)')}</b> — {h.paper_link(c['arxiv_id'])}, "
+                f"p. {h.esc(c['page'])}{', ' + h.esc(c['section']) if c['section'] else ''}"
+                f"{mark}<br><span class='rag-quote'>{h.esc(h.snippet(c['quote'], 400))}</span>"
+                "</li>"
+            )
+        sources = f"<div><b>Sources</b></div><ol class='rag-sources'>{''.join(items)}</ol>"
+        return h.box(self.kind, note, heading, body, sources)
+
+
+@dataclasses.dataclass(repr=False)
+class ChatTurn(Answer):
+    """One turn of a :class:`rag.lab.Chat`: the answer to the rewritten question, as
+    ``POST /chat`` returns it, and the message as typed (``message``, not part of the JSON)."""
+
+    kind: ClassVar[str] = "chat-turn"
+    rephrased_query: str = ""
+    rewritten: bool = False
+    rewriter: str = ""
+    rewrite_reason: str = ""
+    message: str = dataclasses.field(default="", metadata={"json": False})
+
+    def rewrite_note(self) -> str:
+        """How the message became the question retrieved with."""
+        if self.rewritten:
+            return f"» {self.rephrased_query}   (rewritten by {self.rewriter})"
+        return f"» {self.rephrased_query}   (not rewritten: {self.rewrite_reason})"
+
+    def text(self) -> str:
+        return f"{self.rewrite_note()}\n{super().text()}"
+
+    def html(self, note: str = "") -> str:
+        mine = h.head(f"<span class='rag-muted'>{h.esc(self.rewrite_note())}</span>")
+        return super().html(note + mine)
+
+
+@dataclasses.dataclass(repr=False)
+class Verdict(Record):
+    """The judge's verdict on one claim against one source (``Lab.judge``)."""
+
+    kind: ClassVar[str] = "verdict"
+    columns: ClassVar[tuple[str, ...]] = ("claim", "label", "score", "reason", "judge", "chunk_id")
+    claim: str
+    source: str
+    chunk_id: str | None
+    label: str
+    score: float
+    reason: str
+    judge: str
+
+    @property
+    def supported(self) -> bool:
+        """Whether the judge says the source supports the claim."""
+        return self.label == "supported"
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{c: getattr(self, c) for c in self.columns}]
+
+    def text(self) -> str:
+        where = f" (chunk {self.chunk_id})" if self.chunk_id else ""
+        return (f"{self.label} ({self.score:.3f}) by {self.judge}: {self.claim}\n"
+                f"  source{where}: {_cut(self.source, 160)}\n  {self.reason}")  # fmt: skip
+
+    def html(self) -> str:
+        where = f" (chunk {h.esc(self.chunk_id)})" if self.chunk_id else ""
+        return h.box(
+            self.kind,
+            h.head(f"{h.verdict_badge(self.to_dict())} <b>{h.esc(self.claim)}</b> "
+                   f"<span class='rag-muted'>score {self.score:.3f}, {h.esc(self.judge)}</span>"),
+            f"<div class='rag-quote'>source{where}: {h.esc(h.snippet(self.source, 600))}</div>",
+            f"<div class='rag-muted'>{h.esc(self.reason)}</div>",
+        )  # fmt: skip
+
+
+@dataclasses.dataclass(repr=False)
+class PaperList(Record):
+    """The served papers (``Lab.papers``; ``GET /papers``)."""
+
+    kind: ClassVar[str] = "papers"
+    columns: ClassVar[tuple[str, ...]] = (
+        "arxiv_id", "title", "category", "source", "n_chunks", "added_at",
+    )  # fmt: skip
+    n_papers: int
+    n_chunks: int
+    papers: list[dict[str, Any]]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(p) for p in self.papers]
+
+    def text(self) -> str:
+        lines = [f"{self.n_papers} papers, {self.n_chunks} chunks"]
+        lines += [f"  {p['arxiv_id']:<12} {p['category']:<8} {p['title']}" for p in self.papers]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        rows = [(h.Raw(h.paper_link(p["arxiv_id"])), p["title"], p["category"], p["n_chunks"])
+                for p in self.papers]  # fmt: skip
+        return h.box(
+            self.kind,
+            h.head(f"{self.n_papers} papers, {self.n_chunks} chunks served"),
+            h.table(("paper", "title", "category", "chunks"), rows, numeric=("chunks",)),
+        )
+
+
+@dataclasses.dataclass(repr=False)
+class Paper(Record):
+    """A paper's metadata and sections (``Lab.paper``; ``GET /papers/{arxiv_id}``)."""
+
+    kind: ClassVar[str] = "paper"
+    columns: ClassVar[tuple[str, ...]] = ("section", "page")
+    arxiv_id: str
+    title: str
+    category: str
+    version: str
+    url: str
+    source: str
+    pages: int
+    n_chunks: int
+    sections: list[dict[str, Any]]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(s) for s in self.sections]
+
+    def text(self) -> str:
+        lines = [f"{self.title} (arXiv:{self.arxiv_id}{self.version}, {self.category}), "
+                 f"{self.pages} pages, {self.n_chunks} chunks"]  # fmt: skip
+        lines += [f"  p. {s['page']:>3}  {s['section']}" for s in self.sections]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        rows = [(s["section"], s["page"]) for s in self.sections]
+        return h.box(
+            self.kind,
+            h.head(f"<b>{h.esc(self.title)}</b> — {h.paper_link(self.arxiv_id)}"
+                   f"{h.esc(self.version)} · {h.esc(self.category)} · {self.pages} pages · "
+                   f"{self.n_chunks} chunks"),
+            h.table(("section", "page"), rows, numeric=("page",)),
+        )  # fmt: skip
+
+
+@dataclasses.dataclass(repr=False)
+class Page(Record):
+    """The indexed text of a page, or one chunk (``Lab.read``)."""
+
+    kind: ClassVar[str] = "page"
+    columns: ClassVar[tuple[str, ...]] = ("chunk_id", "section", "page_start", "page_end", "text")
+    arxiv_id: str
+    title: str
+    page: int | None
+    chunks: list[dict[str, Any]]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(c) for c in self.chunks]
+
+    def _where(self) -> str:
+        return f"p. {self.page}" if self.page is not None else f"chunk {self.chunks[0]['chunk_id']}"
+
+    def text(self) -> str:
+        lines = [f"{self.title} (arXiv:{self.arxiv_id}), {self._where()}"]
+        for c in self.chunks:
+            lines += [f"[{c['section'] or '—'}, pp. {c['page_start']}-{c['page_end']}]",
+                      _cut(c["text"], 2000)]  # fmt: skip
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        parts = [
+            f"<p><span class='rag-muted'>{h.esc(c['section'] or '—')}, pp. {c['page_start']}–"
+            f"{c['page_end']}</span><br>{h.esc(' '.join(c['text'].split()))}</p>"
+            for c in self.chunks
+        ]
+        heading = h.head(f"<b>{h.esc(self.title)}</b> — {h.paper_link(self.arxiv_id)}, "
+                         f"{h.esc(self._where())}")  # fmt: skip
+        return h.box(self.kind, heading, *parts)
+
+
+@dataclasses.dataclass(repr=False)
+class Citations(Record):
+    """What a paper cites and which corpus papers cite it (``Lab.citations``)."""
+
+    kind: ClassVar[str] = "citations"
+    columns: ClassVar[tuple[str, ...]] = (
+        "direction", "arxiv_id", "in_corpus", "how", "score", "title", "reference",
+    )  # fmt: skip
+    arxiv_id: str
+    cites: list[Link]
+    cited_by: list[Link]
+    n_cites: int
+    n_cited_by: int
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {"direction": side, **link}
+            for side, links in (("cites", self.cites), ("cited_by", self.cited_by))
+            for link in links
+        ]
+
+    def text(self) -> str:
+        lines = []
+        for name, links in ((f"{self.arxiv_id} cites", self.cites),
+                            (f"{self.arxiv_id} is cited by", self.cited_by)):  # fmt: skip
+            lines.append(f"{name} ({len(links)}):")
+            lines += [f"  {x['arxiv_id']:<22} {'corpus' if x['in_corpus'] else 'outside':<7} "
+                      f"{x['how']:<8} {x['title']}".rstrip() for x in links]  # fmt: skip
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        cols = ("paper", "in corpus", "resolved by", "title / reference")
+
+        def rows(links: list[Link]) -> list[tuple[Any, ...]]:
+            return [
+                (
+                    h.Raw(h.paper_link(x["arxiv_id"])),
+                    "yes" if x["in_corpus"] else "no",
+                    x["how"],
+                    x["title"] or h.snippet(x["reference"], 160),
+                )
+                for x in links
+            ]
+
+        return h.box(
+            self.kind,
+            h.head(f"{h.paper_link(self.arxiv_id)} cites {self.n_cites} works"),
+            h.table(cols, rows(self.cites)),
+            h.head(f"cited by {self.n_cited_by} corpus papers"),
+            h.table(cols, rows(self.cited_by)),
+        )  # fmt: skip
+
+
+@dataclasses.dataclass(repr=False)
+class Related(Record):
+    """The served papers most related to one (``Lab.related``)."""
+
+    kind: ClassVar[str] = "related"
+    columns: ClassVar[tuple[str, ...]] = ("rank", "score", "arxiv_id", "title")
+    arxiv_id: str
+    method: str
+    related: list[dict[str, Any]]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [{c: r[c] for c in self.columns} for r in self.related]
+
+    def text(self) -> str:
+        lines = [f"related to {self.arxiv_id} by {self.method}:"]
+        lines += [f"{r['rank']:>3}. {r['score']:.4f}  {r['arxiv_id']}  {r['title']}"
+                  for r in self.related]  # fmt: skip
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        rows = [(r["rank"], f"{r['score']:.4f}", h.Raw(h.paper_link(r["arxiv_id"])), r["title"])
+                for r in self.related]  # fmt: skip
+        return h.box(
+            self.kind,
+            h.head(f"related to {h.paper_link(self.arxiv_id)} by <b>{h.esc(self.method)}</b>"),
+            h.table(("#", "score", "paper", "title"), rows, numeric=("#", "score")),
+        )
+
+
+@dataclasses.dataclass(repr=False)
+class Summary(Record):
+    """A judged summary of a paper (``Lab.summarize``; ``GET /papers/{arxiv_id}/summary``)."""
+
+    kind: ClassVar[str] = "summary"
+    columns: ClassVar[tuple[str, ...]] = ("text", "section", "role", "page", "label", "score")
+    paper_id: str
+    title: str
+    method: str
+    version: str
+    settings: dict[str, Any]
+    text_: str  # the desk's "text" (the name ``text`` is the method)
+    sentences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    counts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    llm: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kw: Any) -> Summary:
+        renamed = {("text_" if k == "text" else k): v for k, v in data.items()}
+        return super().from_dict(renamed, **kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {("text" if k == "text_" else k): v for k, v in super().to_dict().items()}
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [
+            {"text": s["text"], "section": s.get("section", ""), "role": s.get("role", ""),
+             "page": s.get("page"), "label": s["verdict"]["label"], "score": s["verdict"]["score"]}
+            for s in self.sentences
+        ]  # fmt: skip
+
+    def text(self) -> str:
+        lines = [f"{self.title} ({self.paper_id}), {self.method} summary:"]
+        lines += [f"  [{s['verdict']['label']}] {s['text']} (p. {s.get('page')})"
+                  for s in self.sentences]  # fmt: skip
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        items = "".join(
+            f"<li>{h.esc(s['text'])} <span class='rag-muted'>(p. {h.esc(s.get('page'))}, "
+            f"{h.esc(s.get('section', ''))})</span>{h.verdict_badge(s['verdict'], s['text'])}</li>"
+            for s in self.sentences
+        )
+        c = self.counts
+        tally = ", ".join(f"{c.get(k, 0)} {k.replace('_', ' ')}"
+                          for k in ("supported", "unsupported", "not_found"))  # fmt: skip
+        return h.box(
+            self.kind,
+            h.head(f"<b>{h.esc(self.title)}</b> — {h.paper_link(self.paper_id)}, "
+                   f"{h.esc(self.method)} summary <span class='rag-muted'>({tally})</span>"),
+            f"<ul class='rag-answer'>{items}</ul>",
+        )  # fmt: skip
