@@ -3,9 +3,11 @@
 Everything is content-addressed and cached (chunks by chunk fingerprint, vectors per text and
 embedder, indexes by embedder + chunk fingerprint + settings), so notebooks 03, 04 and 05 share one
 build and a re-run does no work. The same function indexes the corpus chunks and the SciFact
-abstracts (one :class:`~rag.types.Chunk` per document). The dense index kind is
-:func:`rag.index.choose.choose_index`'s pick for the number of chunks unless the caller names one
-(exact ``flat`` for the 100-paper corpus; HNSW, IVF-Flat or IVF-PQ as the corpus grows).
+abstracts (one :class:`~rag.types.Chunk` per document); only the corpus path drops tables of
+contents and stray reference lists first (:mod:`rag.text.hygiene`, ``index_hygiene``). The dense
+index kind is :func:`rag.index.choose.choose_index`'s pick for the number of chunks unless the
+caller names one (exact ``flat`` for the 100-paper corpus; HNSW, IVF-Flat or IVF-PQ as the corpus
+grows).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rag.index.store import ChunkStore
 from rag.paths import cache_dir
 from rag.text.chunk import ChunkSettings, chunk_settings
 from rag.text.chunk_cache import chunk_corpus, chunk_fingerprint
+from rag.text.hygiene import HYGIENE_VERSION, split_body
 from rag.types import Chunk, ParsedPaper
 
 
@@ -139,6 +142,12 @@ def index_chunks(
     )
 
 
+def indexed_fingerprint(fingerprint: str, hygiene: bool) -> str:
+    """The fingerprint of the chunks an index holds: the chunk set's own without hygiene, else
+    the chunk set's plus the hygiene classifier's version (its labels decide what is kept)."""
+    return f"{fingerprint}-h{HYGIENE_VERSION}" if hygiene else fingerprint
+
+
 def index_corpus(
     parsed: Sequence[ParsedPaper],
     chunking: ChunkSettings | Mapping[str, Any],
@@ -148,13 +157,37 @@ def index_corpus(
     bm25: Mapping[str, Any] | None = None,
     show_progress: bool = True,
 ) -> Indexed:
-    """Chunk the parsed papers with ``chunking`` settings and index the chunks."""
+    """Chunk the parsed papers with ``chunking`` settings and index the chunks.
+
+    With ``chunking.index_hygiene`` (the default) only the chunks :mod:`rag.text.hygiene` labels
+    ``body`` are indexed: ``Indexed.chunks``, its store and both indexes hold those, the indexes
+    are cached under :func:`indexed_fingerprint`, and ``stats`` records how many chunks were
+    chunked (``chunks_before_hygiene``) and dropped (``hygiene_dropped_toc``,
+    ``hygiene_dropped_references``). Off, every chunk is indexed under the chunk fingerprint, as
+    before hygiene existed.
+    """
     settings = chunk_settings(chunking)
     chunks = chunk_corpus(parsed, settings)
     fp = chunk_fingerprint([p for p in parsed if p.ok], settings)
-    return index_chunks(
-        chunks, fp, embedder=embedder, dense=dense, bm25=bm25, show_progress=show_progress
+    kept, counts = split_body(chunks, enabled=settings.index_hygiene)
+    ix = index_chunks(
+        kept,
+        indexed_fingerprint(fp, settings.index_hygiene),
+        embedder=embedder,
+        dense=dense,
+        bm25=bm25,
+        show_progress=show_progress,
     )
+    ix.stats.update(
+        {
+            "chunks_before_hygiene": len(chunks),
+            "index_hygiene": settings.index_hygiene,
+            "hygiene_version": HYGIENE_VERSION if settings.index_hygiene else None,
+            "hygiene_dropped_toc": counts["toc"],
+            "hygiene_dropped_references": counts["references"],
+        }
+    )
+    return ix
 
 
 def index_documents(

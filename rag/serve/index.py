@@ -40,6 +40,7 @@ from rag.index.store import ChunkStore
 from rag.ir import EmbedderLike
 from rag.text.chunk import ChunkSettings
 from rag.text.chunk_cache import chunk_corpus
+from rag.text.hygiene import split_body
 from rag.types import Chunk, ParsedPaper
 
 log = logging.getLogger(__name__)
@@ -251,7 +252,10 @@ class ServedIndex:
             if parsed.paper_id in self.snapshot.paper_ids():
                 return 0
             progress("chunking")
-            chunks = chunk_corpus([parsed], self.chunking)
+            # The same hygiene as the base build, so a served paper's TOC stays out too.
+            chunks, _ = split_body(
+                chunk_corpus([parsed], self.chunking), enabled=self.chunking.index_hygiene
+            )
             if not chunks:
                 raise IndexBuildError(
                     f"{parsed.paper_id}: no text to index (parse: {parsed.status})"

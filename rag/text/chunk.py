@@ -89,6 +89,12 @@ class ChunkSettings(BaseModel):
     include_references: bool = Field(False, description="Keep the references section.")
     include_captions: bool = Field(True, description="Keep figure/table captions.")
     include_footnotes: bool = Field(False, description="Keep footnotes.")
+    index_hygiene: bool = Field(
+        True,
+        description="Index only chunks rag.text.hygiene labels body (tables of contents and stray "
+        "reference lists stay out of the dense and BM25 indexes). Chunking itself is unchanged: "
+        "not part of chunk ids or the chunk fingerprint.",
+    )
 
     @model_validator(mode="after")
     def _check_overlap(self) -> ChunkSettings:
@@ -100,7 +106,10 @@ class ChunkSettings(BaseModel):
         return self
 
     def params(self) -> dict[str, Any]:
-        """The parameters that change this strategy's output (part of chunk ids)."""
+        """The parameters that change this strategy's output (part of chunk ids).
+
+        ``index_hygiene`` is not one: it chooses which chunks the index build keeps.
+        """
         keys = ["max_tokens", "include_references", "include_captions", "include_footnotes"]
         if self.strategy == "fixed":
             keys.append("overlap_tokens")

@@ -55,12 +55,14 @@ def chunk_fingerprint(
     The inputs enter by content (:func:`parsed_sha`) and only when parsed ok (failed parses
     yield no chunks), so a new parser version that changes the blocks changes the fingerprint
     and one that does not keeps it. Embedding caches key on it; it equals the key
-    :func:`chunk_corpus` caches under for the same arguments.
+    :func:`chunk_corpus` caches under for the same arguments. ``index_hygiene`` is left out: it
+    changes which chunks are indexed, not the chunks, and the index build keys on it instead
+    (:func:`rag.index.build.index_corpus`).
     """
     key = {
         "chunker_version": CHUNKER_VERSION,
         "format_version": FORMAT_VERSION,
-        "settings": chunk_settings(settings).model_dump(mode="json"),
+        "settings": chunk_settings(settings).model_dump(mode="json", exclude={"index_hygiene"}),
         "tokenizer": tokenizer_id(tokenizer),
         "papers": sorted((p.paper_id, parsed_sha(p)) for p in parsed_papers if p.ok),
     }
@@ -142,7 +144,7 @@ def chunk_corpus(
             "fingerprint": fp,
             "chunker_version": CHUNKER_VERSION,
             "format_version": FORMAT_VERSION,
-            "settings": s.model_dump(mode="json"),
+            "settings": s.model_dump(mode="json", exclude={"index_hygiene"}),
             "tokenizer": tokenizer_id(tok),
             "n_papers": len(ok),
             "n_chunks": len(chunks),
