@@ -91,3 +91,56 @@ def test_bad_backend_name_is_named():
 
     with pytest.raises(ConfigError, match="'tensorrt'"):
         SentenceTransformerEmbedder(minilm_path(), query_backend="tensorrt")
+
+
+def test_a_verified_export_encodes_queries_without_pytorch(pair):
+    """The fixture's export was checked with the model's own tokenizer.json, so a new embedder
+    encodes queries through it without loading the PyTorch model, to the same vectors."""
+    from rag.index.embed import SentenceTransformerEmbedder, minilm_path
+
+    fast, _ = pair
+    light = SentenceTransformerEmbedder(minilm_path(), query_backend="onnx")
+    got = light.encode_queries(QUERIES)
+    assert light.query_backend_used == "onnxruntime" and light._model is None
+    np.testing.assert_array_equal(got, fast.encode_queries(QUERIES))
+    assert light.dim == fast.dim == 384 and light.fingerprint == fast.fingerprint
+
+
+def test_the_verified_record_is_used_only_for_what_it_checked(pair, tmp_path):
+    from rag.index.onnx_query import OnnxQueryEncoder
+
+    fast, _ = pair
+    fp, tok = fast._fp32_fingerprint, fast._tokenizer_file
+    assert OnnxQueryEncoder.load_verified(fp, tok, 256) is not None
+    assert OnnxQueryEncoder.load_verified(fp, tok, 128) is None  # another sequence length
+    assert OnnxQueryEncoder.load_verified(fp, tok, 256, atol=1e-9) is None  # a tighter check
+    assert OnnxQueryEncoder.load_verified("other-model", tok, 256) is None  # no export
+    changed = tmp_path / "tokenizer.json"
+    text = tok.read_text(encoding="utf-8")
+    changed.write_text(text.replace('"lowercase":true', '"lowercase":false'), encoding="utf-8")
+    assert changed.read_bytes() != tok.read_bytes()
+    assert OnnxQueryEncoder.load_verified(fp, changed, 256) is None  # another tokenizer
+
+
+def test_a_query_only_process_never_imports_torch(pair):
+    """What ``rag ask`` does on a warm cache: a new process encodes queries with the default
+    embedder, whose export this process checked, and never imports PyTorch."""
+    import os
+    import subprocess
+    import sys
+
+    from rag.index.embed import load_embedder
+
+    load_embedder("minilm").encode_queries(["check the default embedder's export"])
+    code = (
+        "import sys\n"
+        "from rag.index.embed import load_embedder\n"
+        "v = load_embedder('minilm').encode_queries(['subword n-grams'])\n"
+        "print(v.shape, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ),
+        timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["(1,", "384)", "False", "False"]

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -86,6 +88,28 @@ def _hub_revision(model_id: str) -> str:
         return "unknown"
 
 
+def _plain_folder(path: Path) -> tuple[int, Path] | None:
+    """``(dimension, tokenizer.json)`` of a sentence-transformers folder that is exactly
+    Transformer (at the folder's root) -> mean Pooling [-> Normalize], read from its config
+    files; None for any other shape (the model is then loaded to ask it)."""
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+        kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
+        if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+            return None
+        if modules[0].get("path", "") != "":
+            return None
+        pooling = json.loads((path / modules[1]["path"] / "config.json").read_text("utf-8"))
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    modes = [k for k, v in pooling.items() if k.startswith("pooling_mode") and v is True]
+    tokenizer = path / "tokenizer.json"
+    if modes != ["pooling_mode_mean_tokens"] or not tokenizer.is_file():
+        return None
+    dim = pooling.get("word_embedding_dimension")
+    return (dim, tokenizer) if isinstance(dim, int) and dim > 0 else None
+
+
 #: Passage backends of :class:`SentenceTransformerEmbedder`.
 PASSAGE_BACKENDS = ("torch", "torch-bf16", "onnx-int8")
 
@@ -132,8 +156,6 @@ class SentenceTransformerEmbedder:
         query_backend: str = "auto",
         passage_backend: str = "torch",
     ) -> None:
-        from sentence_transformers import SentenceTransformer
-
         if passage_backend not in PASSAGE_BACKENDS:
             raise ConfigError(
                 f"passage_backend must be one of {', '.join(PASSAGE_BACKENDS)}, "
@@ -159,19 +181,22 @@ class SentenceTransformerEmbedder:
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
         path = Path(model).expanduser()
-        try:
-            self.model = SentenceTransformer(str(model), device=device, local_files_only=True)
-        except (OSError, ValueError) as e:
-            raise ConfigError(
-                f"sentence-transformers model {model!r} is not available locally ({e}); use "
-                "'minilm', a local folder, or a model already in the Hugging Face cache"
-            ) from e
-        self.model.max_seq_length = max_seq_length
+        self._source, self._device = str(model), device
+        self._model: Any = None
+        self._model_lock = threading.Lock()
         self.max_seq_length = max_seq_length
-        get_dim = getattr(self.model, "get_embedding_dimension", None)  # renamed in ST 5
-        if get_dim is None:
-            get_dim = self.model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
+        #: a local folder of the plain Transformer -> mean Pooling shape states its dimension and
+        #: tokenizer without loading the model, so a query-only process can skip PyTorch
+        #: (:meth:`rag.index.onnx_query.OnnxQueryEncoder.load_verified`)
+        plain = _plain_folder(path) if path.is_dir() else None
+        self._tokenizer_file = plain[1] if plain else None
+        if plain is not None:
+            self.dim = plain[0]
+        else:
+            get_dim = getattr(self.model, "get_embedding_dimension", None)  # renamed in ST 5
+            if get_dim is None:
+                get_dim = self.model.get_sentence_embedding_dimension
+            self.dim = int(get_dim())
         if version is None:
             version = _dir_version(path) if path.is_dir() else _hub_revision(str(model))
         self.model_id = model_id or (path.name if path.is_dir() else str(model))
@@ -189,6 +214,28 @@ class SentenceTransformerEmbedder:
         elif passage_backend == "torch-bf16":
             self.fingerprint += "|passages=torch-autocast-bf16"
             self.name += "-bf16"
+
+    @property
+    def model(self) -> Any:
+        """The ``SentenceTransformer``, loaded on first use: passages, PyTorch queries and the
+        ONNX export's check need it; queries through a verified export do not."""
+        with self._model_lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                try:
+                    m = SentenceTransformer(
+                        self._source, device=self._device, local_files_only=True
+                    )
+                except (OSError, ValueError) as e:
+                    raise ConfigError(
+                        f"sentence-transformers model {self._source!r} is not available locally "
+                        f"({e}); use 'minilm', a local folder, or a model already in the Hugging "
+                        "Face cache"
+                    ) from e
+                m.max_seq_length = self.max_seq_length
+                self._model = m
+            return self._model
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -233,10 +280,20 @@ class SentenceTransformerEmbedder:
             return
         from rag.index.onnx_query import OnnxQueryEncoder
 
+        threads = self.query_threads or 1
+        if self._model is None and self._tokenizer_file is not None:
+            self._onnx = OnnxQueryEncoder.load_verified(
+                self._fp32_fingerprint, self._tokenizer_file, self.max_seq_length, threads=threads
+            )
+            if self._onnx is not None:
+                self.query_backend_used = "onnxruntime"
+                logger.info("query encoding on onnxruntime (verified export; PyTorch not loaded)")
+                return
         try:
             self._onnx = OnnxQueryEncoder(
-                self.model, self._fp32_fingerprint, threads=self.query_threads or 1
-            )
+                self.model, self._fp32_fingerprint, threads=threads,
+                tokenizer_file=self._tokenizer_file,
+            )  # fmt: skip
         except ConfigError as e:
             if self.query_backend == "onnx":
                 raise

@@ -10,15 +10,25 @@ session is refused (PyTorch is used instead) if any vector differs by more than 
 plain pipeline Transformer -> mean Pooling -> (Normalize) is exported; anything else (CLS pooling,
 Dense heads, ...) stays on PyTorch. The exported file is cached under ``cache_dir("onnx")`` keyed
 by the embedder fingerprint and the torch / onnx versions, written atomically.
+
+A process that only encodes queries need not load PyTorch at all (importing torch and
+sentence-transformers costs seconds, more than a whole ``rag ask``): once an export has passed the
+check with the model's own ``tokenizer.json`` read by the ``tokenizers`` library giving the same
+token ids as sentence-transformers on the probes, a record of that check is written beside the
+export, and :meth:`OnnxQueryEncoder.load_verified` later opens the session with that tokenizer
+alone. The record names the tokenizer file's sha256, the sequence length and the tolerance, so a
+changed tokenizer or setting falls back to the full check.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import logging
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +75,11 @@ def supported(model: Any) -> tuple[bool, str]:
     if mode != "mean":
         return False, f"pooling {mode!r} (only mean pooling is exported)"
     return True, "ok"
+
+
+#: Version of the verification record written beside a checked export.
+VERIFIED_VERSION = 1
+Features = Callable[[str], dict[str, np.ndarray]]
 
 
 def _features(model: Any, texts: list[str]) -> dict[str, Any]:
@@ -148,9 +163,10 @@ class OnnxQueryEncoder:
         threads: int = 1,
         atol: float = 1e-5,
         path: str | Path | None = None,
+        tokenizer_file: str | Path | None = None,
     ) -> None:
         try:
-            import onnxruntime as ort
+            import onnxruntime  # noqa: F401
         except ImportError as e:
             raise ConfigError(
                 "query_backend 'onnx' needs onnxruntime: pip install onnxruntime"
@@ -159,27 +175,59 @@ class OnnxQueryEncoder:
         if not ok:
             raise ConfigError(f"cannot export this sentence-transformer to ONNX: {why}")
         self.model = model
-        key = hashlib.sha256(f"{fingerprint}|{_versions()}".encode()).hexdigest()[:20]
-        self.path = Path(path) if path else cache_dir("onnx") / f"{key}.onnx"
+        self.path = Path(path) if path else export_path(fingerprint)
         if not self.path.exists():
             self._export(self.path)
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.use_deterministic_compute = True
+        self._features: Features = lambda t: _features(model, [t])
         try:
-            self.session = ort.InferenceSession(
-                str(self.path), so, providers=["CPUExecutionProvider"]
-            )
+            self.session = _session(self.path, threads)
         except Exception as e:  # a truncated or foreign file: rebuild once
             log.warning("ONNX export %s unreadable (%s); rebuilding", self.path.name, e)
             self._export(self.path)
-            self.session = ort.InferenceSession(
-                str(self.path), so, providers=["CPUExecutionProvider"]
-            )
+            self.session = _session(self.path, threads)
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.max_abs_diff = self._check(atol)
+        if tokenizer_file is not None:
+            self._verify_tokenizer(Path(tokenizer_file), atol)
+
+    @classmethod
+    def load_verified(
+        cls,
+        fingerprint: str,
+        tokenizer_file: str | Path,
+        max_seq_length: int,
+        *,
+        threads: int = 1,
+        atol: float = 1e-5,
+    ) -> OnnxQueryEncoder | None:
+        """The encoder of an export whose check passed with ``tokenizer_file`` (module
+        docstring), opened without PyTorch; None when there is no such record, or it was made
+        for another tokenizer, sequence length or a looser tolerance."""
+        path = export_path(fingerprint)
+        record = _read_record(path)
+        tok_file = Path(tokenizer_file)
+        if (
+            record is None
+            or not path.exists()
+            or not tok_file.is_file()
+            or record.get("tokenizer_sha256") != _sha256(tok_file)
+            or record.get("max_seq_length") != max_seq_length
+            or not record.get("atol", 1.0) <= atol
+        ):
+            return None
+        try:
+            import tokenizers  # noqa: F401  (transformers' own dependency)
+
+            session = _session(path, threads)
+        except Exception as e:  # no onnxruntime/tokenizers, or an unreadable file: full path
+            log.info("verified ONNX export not used (%s); loading PyTorch", e)
+            return None
+        self = cls.__new__(cls)
+        self.model, self.path, self.session = None, path, session
+        self.inputs = [i.name for i in session.get_inputs()]
+        self._features = _standalone_features(tok_file, max_seq_length)
+        self.max_abs_diff = float(record["max_abs_diff"])
+        return self
 
     def _export(self, path: Path) -> None:
         export_mean_pooled(self.model, path)
@@ -203,11 +251,90 @@ class OnnxQueryEncoder:
             )
         return diff
 
+    def _verify_tokenizer(self, tokenizer_file: Path, atol: float) -> None:
+        """Record that ``tokenizer_file`` alone tokenises the probes as sentence-transformers
+        does, so later processes may skip PyTorch (:meth:`load_verified`); log why not else."""
+        max_len = int(self.model.max_seq_length)
+        try:
+            standalone = _standalone_features(tokenizer_file, max_len)
+        except Exception as e:  # no tokenizers library or an unreadable file: nothing recorded
+            log.info("query tokenizer not verified: %s", e)
+            return
+        for text in PROBES:
+            ref, got = self._features(text), standalone(text)
+            if any(not np.array_equal(np.asarray(ref[k]), got[k]) for k in self.inputs):
+                log.info("%s tokenises %r differently: PyTorch stays loaded", tokenizer_file, text)
+                return
+        record = {
+            "version": VERIFIED_VERSION, "max_abs_diff": self.max_abs_diff, "atol": atol,
+            "max_seq_length": max_len, "tokenizer_sha256": _sha256(tokenizer_file),
+        }  # fmt: skip
+        tmp = _record_path(self.path).with_suffix(f".{os.getpid()}.part")
+        tmp.write_text(json.dumps(record, indent=1), encoding="utf-8")
+        os.replace(tmp, _record_path(self.path))
+
     def encode(self, texts: list[str]) -> np.ndarray:
         """(n, dim) float32 unit vectors, one text at a time (queries come one by one)."""
         rows = []
         for t in texts:
-            feats = _features(self.model, [t])
-            feed = {n: np.asarray(feats[n].numpy(), dtype=np.int64) for n in self.inputs}
+            feats = self._features(t)
+            feed = {n: np.asarray(feats[n], dtype=np.int64) for n in self.inputs}
             rows.append(self.session.run(None, feed)[0][0])
         return np.ascontiguousarray(np.vstack(rows), dtype=np.float32)
+
+
+def export_path(fingerprint: str) -> Path:
+    """Where the export of the embedder with ``fingerprint`` is cached (keyed by versions too)."""
+    key = hashlib.sha256(f"{fingerprint}|{_versions()}".encode()).hexdigest()[:20]
+    return cache_dir("onnx") / f"{key}.onnx"
+
+
+def _record_path(export: Path) -> Path:
+    return export.with_suffix(".verified.json")
+
+
+def _read_record(export: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads(_record_path(export).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if record.get("version") == VERIFIED_VERSION else None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _session(path: Path, threads: int) -> Any:
+    try:
+        import onnxruntime as ort
+    except ImportError as e:
+        raise ConfigError("query_backend 'onnx' needs onnxruntime: pip install onnxruntime") from e
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.use_deterministic_compute = True
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def _standalone_features(tokenizer_file: Path, max_seq_length: int) -> Features:
+    """Token ids, attention mask and type ids of one text from the model's ``tokenizer.json``
+    with the ``tokenizers`` library, set up as sentence-transformers calls it: the text
+    stripped, truncated to ``max_seq_length`` tokens, no padding (the file's own padding and
+    truncation settings are replaced)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_file))
+    tok.no_padding()
+    tok.enable_truncation(max_length=max_seq_length)
+
+    def features(text: str) -> dict[str, np.ndarray]:
+        enc = tok.encode(text.strip())
+        return {
+            "input_ids": np.asarray([enc.ids], dtype=np.int64),
+            "attention_mask": np.asarray([enc.attention_mask], dtype=np.int64),
+            "token_type_ids": np.asarray([enc.type_ids], dtype=np.int64),
+        }
+
+    return features
