@@ -16,6 +16,7 @@ from rag.corpus.parse import (
     load_parsed,
     paper_pages_text,
     parse_pdf,
+    pymupdf_version,
 )
 from rag.errors import ParseError
 from rag.types import ParsedPaper
@@ -354,3 +355,9 @@ def test_an_unreadable_page_is_skipped_and_reported(tmp_path, monkeypatch):
     with pytest.raises(ParseFailure) as info:
         parse_pdf(tmp_path / "p.pdf", ParseSettings())
     assert info.value.status == "corrupt"
+
+
+def test_cache_keys_name_pymupdf_as_it_states_itself():
+    """The parse cache is keyed by PyMuPDF's version read without importing it (a cached parse
+    then needs no PyMuPDF); it must be the version PyMuPDF states, or every key would change."""
+    assert pymupdf_version() == pymupdf.VersionBind

@@ -26,14 +26,15 @@ this module holds the settings, the guard rails, the pipeline and the parse cach
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pymupdf
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag.corpus.pdf_layout import body_size, classify, mark_margins, reading_order
@@ -41,6 +42,9 @@ from rag.corpus.pdf_lines import RawBlock, join_lines, page_lines, vocabulary
 from rag.errors import ParseError
 from rag.paths import cache_dir
 from rag.types import ParsedPaper, ParseStatus
+
+if TYPE_CHECKING:  # imported where a PDF is opened: loading a cached parse needs no PyMuPDF
+    import pymupdf
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +96,8 @@ class ParseFailure(ParseError):
 
 
 def _open(path: Path) -> pymupdf.Document:
+    import pymupdf
+
     try:
         doc = pymupdf.open(path, filetype="pdf")
     except (pymupdf.FileDataError, RuntimeError, ValueError, OSError) as e:
@@ -184,6 +190,12 @@ def parse_pdf(path: Path, settings: ParseSettings) -> ParsedPaper:
     )
 
 
+def pymupdf_version() -> str:
+    """PyMuPDF's version as ``pymupdf.VersionBind`` states it (its distribution's version, read
+    without importing PyMuPDF, which takes a second)."""
+    return importlib.metadata.version("pymupdf")
+
+
 def cache_key(sha256: str, settings: ParseSettings) -> str:
     """Content address of a parse: PDF hash + settings + parser and PyMuPDF versions."""
     payload = json.dumps(
@@ -191,7 +203,7 @@ def cache_key(sha256: str, settings: ParseSettings) -> str:
             "sha256": sha256,
             "settings": settings.model_dump(mode="json"),
             "parser": PARSER_VERSION,
-            "pymupdf": pymupdf.VersionBind,
+            "pymupdf": pymupdf_version(),
         },
         sort_keys=True,
     )

@@ -14,11 +14,13 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-
-import pymupdf
+from typing import TYPE_CHECKING
 
 from rag.text.normalize import expand_ligatures, plain_punctuation
 from rag.types import BlockKind
+
+if TYPE_CHECKING:  # PyMuPDF is imported where a PDF is read: loading a cached parse needs none
+    import pymupdf
 
 _BOLD_FONT = re.compile(
     r"bold|black|heavy|semibold|demi|-medi|\bcmbx|^cmbx|sfbx|lmroman\d+-bold", re.I
@@ -79,6 +81,8 @@ def is_bold(flags: int, font: str) -> bool:
 
 
 def page_lines(page: pymupdf.Page, nfkc: bool) -> list[list[Line]]:
+    import pymupdf
+
     """The page's MuPDF blocks as lists of cleaned lines (same-baseline fragments merged)."""
     flags = pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_MEDIABOX_CLIP
     out = []
