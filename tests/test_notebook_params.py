@@ -39,3 +39,18 @@ def test_papermill_parses_every_parameter_line(path):
         "comment"
     )
     assert all(p.help for p in parsed), f"{path.name}: every parameter needs a # help comment"
+
+
+def test_declared_parameters_are_cached_as_papermill_reads_them(tmp_cache):
+    """Settings are read without importing papermill once a notebook's parameters are cached
+    (keyed by its bytes): the cached reading is papermill's, in its order."""
+    import papermill
+
+    from rag.report import profiles
+
+    for path in NOTEBOOKS:
+        first = profiles._declared.__wrapped__(str(path), 0.0)
+        assert list((tmp_cache / "parameters").glob("*.json")), "nothing cached"
+        again = profiles._declared.__wrapped__(str(path), 0.0)
+        want = papermill.inspect_notebook(str(path))
+        assert list(first.items()) == list(again.items()) == list(want.items()), path.name

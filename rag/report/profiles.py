@@ -17,6 +17,10 @@ rather than a silent last-one-wins. Every problem of a profile is reported at on
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import json
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -137,9 +141,23 @@ def notebook_paths() -> list[Path]:
 
 @cache
 def _declared(path: str, mtime: float) -> dict[str, dict[str, Any]]:
+    """papermill's reading of a notebook's parameters, cached on disk by the notebook's bytes and
+    papermill's version: importing papermill (nbformat, jsonschema) takes seconds, which every
+    ``rag ask`` would pay to read settings that change only when the notebook does."""
+    data = Path(path).read_bytes()
+    key = hashlib.sha256(data + importlib.metadata.version("papermill").encode()).hexdigest()
+    cached = paths.cache_dir("parameters") / f"{key[:24]}.json"
+    try:
+        return json.loads(cached.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
     import papermill
 
-    return papermill.inspect_notebook(path)
+    declared = papermill.inspect_notebook(path)
+    tmp = cached.with_suffix(f".{os.getpid()}.part")
+    tmp.write_text(json.dumps(declared), encoding="utf-8")  # papermill's order kept
+    os.replace(tmp, cached)
+    return declared
 
 
 def declared_parameters(notebook: Path) -> dict[str, dict[str, Any]]:
