@@ -25,7 +25,6 @@ from rag.answer.context import Context, assemble_context
 from rag.answer.extractive import ExtractiveAnswerer
 from rag.answer.llm import LLMAnswerer
 from rag.errors import ConfigError
-from rag.evaluation.faithfulness import context_text
 from rag.ir import Reranker
 from rag.llm.base import ChatModel, Completion
 from rag.retrieval.retrievers import RETRIEVER_NAMES, Components, RetrievalSettings, build_retriever
@@ -245,6 +244,10 @@ class Lab:
         return r.name, hits, ctx, {"retrieval": (t1 - t0) * 1000, "context": (t2 - t1) * 1000}
 
     def _verdicts(self, answer: Answer, ctx: Context) -> dict[str, Any]:
+        # imported here: the evaluation package pulls in pandas and scipy, which an unjudged
+        # answer does not need (seconds of a `rag ask`)
+        from rag.evaluation.faithfulness import context_text
+
         j = self.judge().judge_answer(answer.text, context_text(ctx))
         return {
             "status": j.status,
