@@ -60,19 +60,32 @@ class Link(TypedDict):
 class Record:
     """Base of every result: the desk's dict as typed fields, plus keys it does not name."""
 
-    #: the record's name in headings and in ``to_frame``'s absence of rows
+    #: the record's name in headings
     kind: ClassVar[str] = "record"
     #: the columns of :meth:`to_frame`, in order
     columns: ClassVar[tuple[str, ...]] = ()
+    #: JSON keys held by a field of another name (a key that would shadow a method)
+    renames: ClassVar[dict[str, str]] = {}
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True)
+    #: the keys of the dict the record was made from, in order (None: made field by field)
+    source_keys: tuple[str, ...] | None = dataclasses.field(
+        default=None, kw_only=True, metadata={"json": False}
+    )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kw: Any) -> Any:
         """The record of a desk dict: known keys become fields, the rest stays in ``extra``."""
-        names = {f.name for f in dataclasses.fields(cls) if f.init and f.name != "extra"}
-        known = {k: v for k, v in data.items() if k in names}
-        rest = {k: v for k, v in data.items() if k not in names}
-        return cls(**known, **kw, extra=rest)
+        fields = dataclasses.fields(cls)
+        names = {f.name for f in fields if f.metadata.get("json", True)} - {"extra"}
+        known: dict[str, Any] = {}
+        rest: dict[str, Any] = {}
+        for key, value in data.items():
+            name = cls.renames.get(key, key)
+            if name in names:
+                known[name] = value
+            else:
+                rest[key] = value
+        return cls(**known, **kw, extra=rest, source_keys=tuple(data))
 
     def json_fields(self) -> list[str]:
         """The fields that are keys of the service's JSON (all but ``extra`` and local ones)."""
@@ -82,9 +95,13 @@ class Record:
         ]  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
-        """The dict the desk returned (what the HTTP API and ``--json`` give), as a copy."""
-        out = {name: copy.deepcopy(getattr(self, name)) for name in self.json_fields()}
-        return {**out, **copy.deepcopy(self.extra)}
+        """The dict the desk returned (what the HTTP API and ``--json`` give), as a copy: its
+        keys in its order."""
+        back = {v: k for k, v in self.renames.items()}
+        out = {back.get(name, name): getattr(self, name) for name in self.json_fields()}
+        out.update(self.extra)
+        keys = self.source_keys if self.source_keys is not None else tuple(out)
+        return {k: copy.deepcopy(out[k]) for k in keys if k in out}
 
     def rows(self) -> list[dict[str, Any]]:
         """The record's rows (one per hit, source, link ...); :meth:`to_frame` tabulates them."""
@@ -509,6 +526,7 @@ class Summary(Record):
 
     kind: ClassVar[str] = "summary"
     columns: ClassVar[tuple[str, ...]] = ("text", "section", "role", "page", "label", "score")
+    renames: ClassVar[dict[str, str]] = {"text": "text_"}
     paper_id: str
     title: str
     method: str
@@ -518,14 +536,6 @@ class Summary(Record):
     sentences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     counts: dict[str, Any] = dataclasses.field(default_factory=dict)
     llm: dict[str, Any] | None = None
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], **kw: Any) -> Summary:
-        renamed = {("text_" if k == "text" else k): v for k, v in data.items()}
-        return super().from_dict(renamed, **kw)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {("text" if k == "text_" else k): v for k, v in super().to_dict().items()}
 
     def rows(self) -> list[dict[str, Any]]:
         return [
