@@ -12,6 +12,10 @@ import sys
 
 from rag.errors import RagError
 
+#: Commands whose output is the answer (or its JSON) alone: no log records, progress bars or
+#: library warnings unless ``-v`` asks for them.
+QUIET_COMMANDS = frozenset({"search", "ask", "chat", "cites", "related", "summary"})
+
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from rag.report.runner import run_report
@@ -112,9 +116,37 @@ def _cmd_train_ict(args: argparse.Namespace) -> int:
     return 0
 
 
+VERBOSE_HELP = (
+    "show logs: search, ask, chat, cites, related and summary print only their answer without "
+    "it (-vv: debug); other commands log at info, -v at debug"
+)
+
+
+#: Set while a quiet command runs (a variable the user set keeps its value): progress bars off.
+QUIET_ENV = {
+    "TQDM_DISABLE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+}
+
+
+def configure_logging(command: str, verbose: int) -> bool:
+    """Log at info (``-v``: debug), or, for :data:`QUIET_COMMANDS`, nothing but errors unless
+    ``-v`` (info) or ``-vv`` (debug): a user asking a question reads the answer, not the loading
+    of the index. Returns whether the command runs quiet (:func:`main` then also turns progress
+    bars off and makes Python warnings log records while it runs)."""
+    quiet = command in QUIET_COMMANDS and verbose == 0
+    if command in QUIET_COMMANDS:
+        level = logging.ERROR if quiet else logging.INFO if verbose == 1 else logging.DEBUG
+    else:
+        level = logging.DEBUG if verbose else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    return quiet
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rag", description="arXiv RAG Lab command line")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("report", help="execute all notebooks on a profile and render HTML")
@@ -217,19 +249,22 @@ def main(argv: list[str] | None = None) -> int:
         return ingest_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    try:
-        if getattr(args, "profile", None) is not None:  # report, search, ask, chat, serve
-            from rag.report.profiles import profile_name
+    quiet = configure_logging(args.command, args.verbose)
+    from rag.shard import process_env
 
-            args.profile = profile_name(args.profile)
-        return args.func(args)
-    except RagError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    with process_env(QUIET_ENV if quiet else {}, keep_set=True):
+        logging.captureWarnings(quiet)  # as log records, below the quiet level
+        try:
+            if getattr(args, "profile", None) is not None:  # report, search, ask, chat, serve
+                from rag.report.profiles import profile_name
+
+                args.profile = profile_name(args.profile)
+            return args.func(args)
+        except RagError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        finally:
+            logging.captureWarnings(False)
 
 
 if __name__ == "__main__":

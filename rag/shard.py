@@ -33,8 +33,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
-from tqdm.auto import tqdm
-
 from rag.errors import ConfigError
 
 T = TypeVar("T")
@@ -114,6 +112,8 @@ def sharded_map(
     raised after every thread has ended.
     """
     slices = cpu_slices(min(workers, max(1, len(items))))
+    from tqdm.auto import tqdm  # here: tqdm reads its TQDM_* settings when imported
+
     bar = tqdm(total=len(items), desc=desc, disable=not progress)
     if len(slices) == 1:
         out = []

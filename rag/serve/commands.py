@@ -33,6 +33,10 @@ def k_arg(value: str) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    from rag.cli import VERBOSE_HELP
+
+    # SUPPRESS: without -v here, `rag -v ask ...` keeps the count given before the command
+    p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP)
     p.add_argument("--profile", default="default", help="params/<profile>.yaml (default: default)")
     p.add_argument("--papers", nargs="+", metavar="ID", help="serve only these pinned arXiv ids")
     p.add_argument("--index-dir", default="", help="served index folder (default: in the cache)")
