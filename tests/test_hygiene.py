@@ -230,3 +230,13 @@ def test_the_paper_desk_still_reads_the_references(tmp_cache):
 
     matcher = TitleMatcher({"1706.03762": "Attention Is All You Need"})
     assert [c.cited for c in paper_citations(parsed, matcher)] == ["1706.03762"]
+
+
+def test_weight_counts_what_isspace_calls_non_space():
+    """The fast count (``str.split``) agrees with the definition on every kind of space."""
+    from rag.text.hygiene import _weight
+
+    odd = ["", " ", "a b", "\u00a0x\u2003y\u3000", "\x1c\x1d\x1e\x1fz", "t\tn\nr\r\x0b\x0c",
+           "\u200bzero-width", "\u2028\u2029\x85end", "".join(map(chr, range(0x3100)))]  # fmt: skip
+    for text in odd:
+        assert _weight(text) == sum(not ch.isspace() for ch in text), repr(text)
