@@ -240,3 +240,42 @@ def test_weight_counts_what_isspace_calls_non_space():
            "\u200bzero-width", "\u2028\u2029\x85end", "".join(map(chr, range(0x3100)))]  # fmt: skip
     for text in odd:
         assert _weight(text) == sum(not ch.isspace() for ch in text), repr(text)
+
+
+# -- the measurement's bookkeeping ---------------------------------------------------------------
+
+
+def test_validation_scores_labels_and_skips_stale_ones():
+    from rag.bench.hygiene import labelling_sample, text_sha256, validate
+
+    cs = [_chunk("toc", TOC), _chunk("refs", ACL_REFERENCES), _chunk("body", BODY_WITH_DOTS),
+          _chunk("mixed", ACL_REFERENCES + "\n" + INTRO)]  # fmt: skip
+    sample = labelling_sample(cs, n_near=1, n_random=1)
+    assert [(s, c.chunk_id) for s, c in sample][:2] == [("flagged", "toc"), ("flagged", "refs")]
+    assert {s for s, _ in sample[2:]} == {"near_miss", "random"}
+    labels = [
+        {"chunk_id": "toc", "stratum": "flagged", "label": "toc", "text_sha256": text_sha256(TOC)},
+        {"chunk_id": "refs", "stratum": "flagged", "label": "body",
+         "text_sha256": text_sha256(ACL_REFERENCES)},
+        {"chunk_id": "mixed", "stratum": "near_miss", "label": "references",
+         "text_sha256": text_sha256(ACL_REFERENCES + "\n" + INTRO)},
+        {"chunk_id": "body", "stratum": "random", "label": "body", "text_sha256": "edited"},
+    ]  # fmt: skip
+    v = validate(cs, labels)
+    assert v["stale_labels"] == ["body"] and v["scored"] == 3
+    assert (v["dropped_precision"]["k"], v["dropped_precision"]["n"]) == (1, 2)
+    assert (v["dropped_recall_on_sample"]["k"], v["dropped_recall_on_sample"]["n"]) == (1, 2)
+    assert v["strata"]["near_miss"]["missed_non_body"] == 1
+    assert v["dropped_precision"]["wilson_low"] < 0.5 < v["dropped_precision"]["wilson_high"]
+
+
+def test_the_committed_labels_are_well_formed():
+    from rag.bench.hygiene import load_labels
+
+    labels = load_labels()
+    assert len(labels) >= 60
+    assert len({lab["chunk_id"] for lab in labels}) == len(labels)
+    for lab in labels:
+        assert lab["label"] in ("toc", "references", "body")
+        assert lab["stratum"] in ("flagged", "near_miss", "random")
+        assert len(lab["text_sha256"]) == 64 and lab["why"]
