@@ -22,6 +22,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     run_report(args.profile, only=args.only or None, strict=args.strict, force=args.force)
     print(f"report: outputs/{args.profile}/index.html")
+    if args.format == "md":
+        from rag.report.markdown import MD_DIR, export_markdown
+
+        export_markdown(f"outputs/{args.profile}")
+        print(f"markdown: outputs/{args.profile}/{MD_DIR}/index.md")
     return 0
 
 
@@ -159,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="execute every notebook, even one whose inputs are unchanged since its outputs",
+    )
+    r.add_argument(
+        "--format",
+        choices=["html", "md"],
+        default="html",
+        help="md: also one Markdown post per notebook (front matter, figures as files, Markdown "
+        "tables) under outputs/<profile>/md/, for Hugo, Jekyll or Quarto",
     )
     r.set_defaults(func=_cmd_report)
 

@@ -1,0 +1,165 @@
+"""The report as Markdown posts (``rag report --format md``), read back by a real Markdown
+renderer (markdown-it-py, CommonMark plus tables): front matter, no code and no stderr, tables
+as tables, every image and every relative link resolving to a file beside the posts, scrubbed.
+
+A hand-made executed notebook checks each kind of output; the smoke report (the session's one run,
+shared with the notebook and browser tests) checks the real posts.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from markdown_it import MarkdownIt
+
+from rag.errors import ConfigError
+from rag.report.markdown import export_markdown
+
+
+def read_post(path: Path) -> tuple[dict, str, list[str], list[str]]:
+    """(front matter, rendered HTML, image sources, link targets) of a post."""
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("---\n"), path.name
+    head, body = text[4:].split("\n---\n", 1)
+    md = MarkdownIt("commonmark").enable("table")
+    images, links = [], []
+    for token in md.parse(body):
+        for child in token.children or []:
+            if child.type == "image":
+                images.append(child.attrGet("src"))
+            elif child.type == "link_open":
+                links.append(child.attrGet("href"))
+    return yaml.safe_load(head), md.render(body), images, links
+
+
+def unresolved(post: Path, targets: list[str]) -> list[str]:
+    return [
+        t for t in targets
+        if "://" not in t and not (post.parent / t.split("#", 1)[0]).is_file()
+    ]  # fmt: skip
+
+
+def _png() -> str:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (4, 3), (200, 30, 30)).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _out(kind: str, **data) -> dict:
+    return nbformat.v4.new_output(kind, data=data) if data else nbformat.v4.new_output(kind)
+
+
+def _report(folder: Path) -> Path:
+    import pandas as pd
+
+    table = pd.DataFrame(
+        {"ndcg@10": [0.319, 0.307], "note": ["a | b", "plain"]},
+        index=pd.Index(["hybrid", "bm25"], name="retriever"),
+    )
+    params = nbformat.v4.new_code_cell("seed: int = 0  # help", metadata={"tags": ["parameters"]})
+    params.outputs = [nbformat.v4.new_output("stream", name="stdout", text="parameters-value\n")]
+    shown = nbformat.v4.new_code_cell("print('hello')\nfigure()")
+    shown.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="hello from /work/secret/run.txt\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="noisy bar 40%|####  | 4/10\n"),
+        _out("display_data", **{"image/png": _png(), "text/plain": "<Figure>"}),
+        _out(
+            "display_data",
+            **{
+                "image/svg+xml": "<svg xmlns='http://www.w3.org/2000/svg'/>",
+                "text/plain": "<Figure>",
+            },
+        ),  # fmt: skip
+        _out("execute_result", **{"text/html": table.to_html(), "text/plain": str(table)}),
+        _out(
+            "execute_result",
+            **{
+                "text/markdown": "**Reading.** hybrid 0.319 (0.269–0.374).",
+                "text/plain": "<Markdown>",
+            },
+        ),  # fmt: skip
+    ]
+    hidden = nbformat.v4.new_code_cell("print('x')", metadata={"tags": ["remove-output"]})
+    hidden.outputs = [nbformat.v4.new_output("stream", name="stdout", text="bookkeeping\n")]
+    first = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell(
+                "# 01 · A test post\n\n**Question.** Does it export?\n\nNext: "
+                "[the second post](02_second.html), [its code](02_second.ipynb#top)."
+            ),
+            params,
+            shown,
+            hidden,
+        ]
+    )
+    second = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 02 · Second\n\nx")])
+    folder.mkdir()
+    nbformat.write(first, folder / "01_test_post.ipynb")
+    nbformat.write(second, folder / "02_second.ipynb")
+    record = {"name": "01_test_post", "executed_utc": "2026-01-02T10:00:00Z"}
+    run = {"profile": "mine", "started_utc": "2026-01-01T09:00:00Z", "notebooks": [record]}
+    (folder / "run.json").write_text(json.dumps(run))
+    return folder
+
+
+def test_a_post_reads_as_the_published_page(tmp_path):
+    out = _report(tmp_path / "mine")
+    posts = export_markdown(out)
+    assert [p.name for p in posts] == ["01_test_post.md", "02_second.md", "index.md"]
+    assert all(p.parent == out / "md" for p in posts)
+    meta, html, images, links = read_post(posts[0])
+    assert meta == {
+        "title": "01 · A test post", "date": "2026-01-02", "description": "Does it export?",
+        "tags": ["arxiv-rag-lab", "retrieval-augmented-generation", "evaluation", "test-post"],
+    }  # fmt: skip
+    text = posts[0].read_text()
+    assert "# 01 · A test post" not in text  # the title is the front matter's
+    for absent in ("print(", "figure()", "noisy bar", "bookkeeping", "parameters-value",
+                   "/work/secret", "<style", "<div"):  # fmt: skip
+        assert absent not in text, absent
+    assert "hello from" in text and "<strong>Reading.</strong>" in html
+    assert "| retriever | ndcg@10 | note |" in text and "a \\| b" in text
+    assert "<table>" in html and "<td>hybrid</td>" in html and "<td>a | b</td>" in html
+    assert images == ["01_test_post/fig-01.png", "01_test_post/fig-02.svg"]
+    assert (out / "md/01_test_post/fig-01.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "md/01_test_post/fig-02.svg").read_text().startswith("<svg")
+    assert "02_second.md" in links and "02_second.md#top" in links and "index.md" in links
+    for post in posts:
+        _, _, imgs, hrefs = read_post(post)
+        assert not unresolved(post, imgs + hrefs), post.name
+    index = read_post(posts[-1])
+    assert index[0]["title"] == "arXiv RAG Lab — the mine report"
+    assert index[3] == ["01_test_post.md", "02_second.md"]
+
+
+def test_an_empty_folder_is_refused_by_name(tmp_path):
+    with pytest.raises(ConfigError, match="holds no executed notebook"):
+        export_markdown(tmp_path)
+
+
+@pytest.mark.notebooks
+def test_the_smoke_report_exports_posts_that_resolve(smoke_run, tmp_path):
+    out, runs = smoke_run
+    posts = export_markdown(out, tmp_path / "md")
+    assert [p.stem for p in posts] == [r.name for r in runs] + ["index"]
+    tables = 0
+    for post in posts:
+        meta, html, images, links = read_post(post)
+        assert meta["title"] and meta["date"] and meta["tags"], post.name
+        assert not unresolved(post, images + links), post.name
+        assert "Traceback" not in html and "```python" not in post.read_text()
+        if post.stem != "index":
+            assert meta["description"], post.name
+            assert images, f"{post.name} has no figure"
+            assert all((post.parent / i).stat().st_size > 100 for i in images)
+            tables += html.count("<table>")
+    assert tables >= len(runs)
+    assert list((tmp_path / "md" / "07_papers").glob("*.svg")), "07's network is SVG"
