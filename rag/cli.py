@@ -121,12 +121,6 @@ def _cmd_train_ict(args: argparse.Namespace) -> int:
     return 0
 
 
-VERBOSE_HELP = (
-    "show logs: search, ask, chat, cites, related and summary print only their answer without "
-    "it (-vv: debug); other commands log at info, -v at debug"
-)
-
-
 #: Set while a quiet command runs (a variable the user set keeps its value): progress bars off.
 QUIET_ENV = {
     "TQDM_DISABLE": "1",
@@ -151,6 +145,8 @@ def configure_logging(command: str, verbose: int) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rag", description="arXiv RAG Lab command line")
+    from rag.serve.commands import VERBOSE_HELP
+
     p.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
     sub = p.add_subparsers(dest="command", required=True)
 

@@ -20,6 +20,7 @@ import pytest
 from rag.errors import ConfigError
 from rag.report.profiles import load_profile
 from rag.serve.desk import ToolInputError, UnknownPaperError
+from tests import test_browser
 
 SMOKE_PAPERS = set(load_profile("smoke")["all"]["paper_ids"])
 FASTTEXT = "1607.04606"
@@ -268,3 +269,71 @@ def test_rag_ask_prints_only_the_answer_unless_asked_for_logs(lab):
     assert json.loads(loud.stdout)["query"] == "Which n-gram lengths?"
     before = rag("-v", "search", "n-grams", "-k", "1", *where)
     assert "INFO rag." in before.stderr and before.stdout.startswith("hybrid: 1 hits")
+
+
+EXPLORE = "notebooks/explore.ipynb"
+#: Debian's Chromium through Playwright (skipped with the reason where it is not installed)
+browser = test_browser.browser
+
+
+@pytest.fixture(scope="module")
+def explore(tmp_path_factory, shared_dir):
+    """``notebooks/explore.ipynb`` run headless on the smoke profile and rendered as the report
+    renders a page (published and with code): ``(folder, record)``."""
+    from rag import paths
+    from rag.report import runner
+
+    out = tmp_path_factory.mktemp("explore")
+    rec = runner.NotebookRun(name="explore", parameters={"profile": "smoke"})
+    nb = paths.resolve(EXPLORE)
+    runner.execute_and_render(nb, out / nb.name, rec, runner.ensure_kernel(), pages=["explore"])
+    return out, rec
+
+
+@pytest.mark.notebooks
+def test_the_explore_notebook_runs_top_to_bottom(explore):
+    import nbformat
+
+    out, rec = explore
+    assert rec.status == "ok", rec.error
+    nb = nbformat.read(out / "explore.ipynb", as_version=4)
+    cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
+    code = [c for c in cells if c.cell_type == "code"]
+    assert len(cells) == 10 and "parameters" in code[0].metadata["tags"]
+    shown = [
+        next((o["data"] for o in c.outputs if o.get("output_type") == "execute_result"), {})
+        for c in code
+    ]
+    assert "not loaded yet" in shown[1]["text/plain"]  # the lab says what it holds, lazily
+    for data in shown[2:]:  # search, ask, compare, citations, related, summary
+        assert "rag-lab" in data.get("text/html", ""), data.get("text/plain", "")[:200]
+    assert "★ gold" in shown[4]["text/html"]  # the compared question is a gold question
+
+
+@pytest.mark.notebooks
+@pytest.mark.browser
+def test_the_explore_page_shows_tables_and_an_answer_in_a_browser(explore, browser):
+    from tests import pagecheck
+
+    out, _ = explore
+    page = out / "explore.html"
+    assert pagecheck.check_page(browser, page).problems == []
+    assert pagecheck.check_page(browser, out / "explore.code.html", published=False).problems == []
+    view = browser.new_page(viewport={"width": pagecheck.WIDTH, "height": 900})
+    try:
+        view.goto(page.resolve().as_uri(), wait_until="load")
+        seen = view.evaluate(
+            """() => {
+              const shown = e => e.getBoundingClientRect().height > 0;
+              const tables = [...document.querySelectorAll('.rag-lab table')].filter(shown);
+              const answer = [...document.querySelectorAll('.rag-answer')].filter(shown);
+              return {tables: tables.length, rows: tables.map(t => t.rows.length),
+                      answer: answer.map(a => a.innerText),
+                      chips: [...document.querySelectorAll('a.rag-chip')].filter(shown).length};
+            }"""
+        )
+    finally:
+        view.close()
+    # search, compare (rankings and grades), citations (two directions), related
+    assert seen["tables"] >= 6 and all(n > 1 for n in seen["rows"]), seen
+    assert seen["chips"] >= 1 and any("supported" in a for a in seen["answer"]), seen

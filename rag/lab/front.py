@@ -20,18 +20,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from rag.lab.compare import Comparison, find_gold, gold_record, overlap
-from rag.lab.records import (
-    Answer,
-    ChatTurn,
-    Citations,
-    Hits,
-    Page,
-    Paper,
-    PaperList,
-    Related,
-    Summary,
-    Verdict,
-)
+from rag.lab.papers import Citations, Page, Paper, PaperList, Related, Summary
+from rag.lab.records import Answer, ChatTurn, Hits, Verdict
 from rag.serve.models import Query
 
 #: Retrievers :meth:`Lab.compare` runs by default: the three that need no model beyond the index.

@@ -1,5 +1,7 @@
 """The lab's results as small typed records: HTML in a notebook, text in a terminal, a DataFrame
-for analysis and the service's JSON.
+for analysis and the service's JSON. The base record, search hits, answers, chat turns and the
+judge's verdict live here; the paper desk's records (papers, pages, citations, related work,
+summaries) in :mod:`rag.lab.papers`.
 
 Every record is built from the dict one paper-desk method returns (:mod:`rag.serve.desk`, the
 same dicts ``rag ask --json``, ``POST /ask`` and the MCP tools return) and gives it back unchanged
@@ -43,17 +45,6 @@ class Source(TypedDict):
     section: str
     quote: str
     cited: bool
-
-
-class Link(TypedDict):
-    """One citation link between two works (``citations``)."""
-
-    arxiv_id: str
-    in_corpus: bool
-    how: str
-    score: float
-    reference: str
-    title: str
 
 
 @dataclasses.dataclass(repr=False)
@@ -134,7 +125,8 @@ def _where(arxiv_id: str, page: Any, section: str = "") -> str:
     return f"arXiv:{arxiv_id}, p. {page}{sec}"
 
 
-def _cut(text: str, width: int) -> str:
+def cut(text: str, width: int) -> str:
+    """``text`` on one line, at most ``width`` characters."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
 
@@ -161,7 +153,7 @@ class Hits(Record):
         for i, x in enumerate(self.hits, 1):
             lines.append(f"{i:>2}. {x['score']:.4f}  {x['title'] or '(untitled)'} "
                          f"({_where(x['arxiv_id'], x['page'], x['section'])})")  # fmt: skip
-            lines.append(f"    {_cut(x['text'], 180)}")
+            lines.append(f"    {cut(x['text'], 180)}")
         return "\n".join(lines)
 
     def html(self) -> str:
@@ -324,7 +316,7 @@ class Verdict(Record):
     def text(self) -> str:
         where = f" (chunk {self.chunk_id})" if self.chunk_id else ""
         return (f"{self.label} ({self.score:.3f}) by {self.judge}: {self.claim}\n"
-                f"  source{where}: {_cut(self.source, 160)}\n  {self.reason}")  # fmt: skip
+                f"  source{where}: {cut(self.source, 160)}\n  {self.reason}")  # fmt: skip
 
     def html(self) -> str:
         where = f" (chunk {h.esc(self.chunk_id)})" if self.chunk_id else ""
@@ -334,234 +326,4 @@ class Verdict(Record):
                    f"<span class='rag-muted'>score {self.score:.3f}, {h.esc(self.judge)}</span>"),
             f"<div class='rag-quote'>source{where}: {h.esc(h.snippet(self.source, 600))}</div>",
             f"<div class='rag-muted'>{h.esc(self.reason)}</div>",
-        )  # fmt: skip
-
-
-@dataclasses.dataclass(repr=False)
-class PaperList(Record):
-    """The served papers (``Lab.papers``; ``GET /papers``)."""
-
-    kind: ClassVar[str] = "papers"
-    columns: ClassVar[tuple[str, ...]] = (
-        "arxiv_id", "title", "category", "source", "n_chunks", "added_at",
-    )  # fmt: skip
-    n_papers: int
-    n_chunks: int
-    papers: list[dict[str, Any]]
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(p) for p in self.papers]
-
-    def text(self) -> str:
-        lines = [f"{self.n_papers} papers, {self.n_chunks} chunks"]
-        lines += [f"  {p['arxiv_id']:<12} {p['category']:<8} {p['title']}" for p in self.papers]
-        return "\n".join(lines)
-
-    def html(self) -> str:
-        rows = [(h.Raw(h.paper_link(p["arxiv_id"])), p["title"], p["category"], p["n_chunks"])
-                for p in self.papers]  # fmt: skip
-        return h.box(
-            self.kind,
-            h.head(f"{self.n_papers} papers, {self.n_chunks} chunks served"),
-            h.table(("paper", "title", "category", "chunks"), rows, numeric=("chunks",)),
-        )
-
-
-@dataclasses.dataclass(repr=False)
-class Paper(Record):
-    """A paper's metadata and sections (``Lab.paper``; ``GET /papers/{arxiv_id}``)."""
-
-    kind: ClassVar[str] = "paper"
-    columns: ClassVar[tuple[str, ...]] = ("section", "page")
-    arxiv_id: str
-    title: str
-    category: str
-    version: str
-    url: str
-    source: str
-    pages: int
-    n_chunks: int
-    sections: list[dict[str, Any]]
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(s) for s in self.sections]
-
-    def text(self) -> str:
-        lines = [f"{self.title} (arXiv:{self.arxiv_id}{self.version}, {self.category}), "
-                 f"{self.pages} pages, {self.n_chunks} chunks"]  # fmt: skip
-        lines += [f"  p. {s['page']:>3}  {s['section']}" for s in self.sections]
-        return "\n".join(lines)
-
-    def html(self) -> str:
-        rows = [(s["section"], s["page"]) for s in self.sections]
-        return h.box(
-            self.kind,
-            h.head(f"<b>{h.esc(self.title)}</b> — {h.paper_link(self.arxiv_id)}"
-                   f"{h.esc(self.version)} · {h.esc(self.category)} · {self.pages} pages · "
-                   f"{self.n_chunks} chunks"),
-            h.table(("section", "page"), rows, numeric=("page",)),
-        )  # fmt: skip
-
-
-@dataclasses.dataclass(repr=False)
-class Page(Record):
-    """The indexed text of a page, or one chunk (``Lab.read``)."""
-
-    kind: ClassVar[str] = "page"
-    columns: ClassVar[tuple[str, ...]] = ("chunk_id", "section", "page_start", "page_end", "text")
-    arxiv_id: str
-    title: str
-    page: int | None
-    chunks: list[dict[str, Any]]
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(c) for c in self.chunks]
-
-    def _where(self) -> str:
-        return f"p. {self.page}" if self.page is not None else f"chunk {self.chunks[0]['chunk_id']}"
-
-    def text(self) -> str:
-        lines = [f"{self.title} (arXiv:{self.arxiv_id}), {self._where()}"]
-        for c in self.chunks:
-            lines += [f"[{c['section'] or '—'}, pp. {c['page_start']}-{c['page_end']}]",
-                      _cut(c["text"], 2000)]  # fmt: skip
-        return "\n".join(lines)
-
-    def html(self) -> str:
-        parts = [
-            f"<p><span class='rag-muted'>{h.esc(c['section'] or '—')}, pp. {c['page_start']}–"
-            f"{c['page_end']}</span><br>{h.esc(' '.join(c['text'].split()))}</p>"
-            for c in self.chunks
-        ]
-        heading = h.head(f"<b>{h.esc(self.title)}</b> — {h.paper_link(self.arxiv_id)}, "
-                         f"{h.esc(self._where())}")  # fmt: skip
-        return h.box(self.kind, heading, *parts)
-
-
-@dataclasses.dataclass(repr=False)
-class Citations(Record):
-    """What a paper cites and which corpus papers cite it (``Lab.citations``)."""
-
-    kind: ClassVar[str] = "citations"
-    columns: ClassVar[tuple[str, ...]] = (
-        "direction", "arxiv_id", "in_corpus", "how", "score", "title", "reference",
-    )  # fmt: skip
-    arxiv_id: str
-    cites: list[Link]
-    cited_by: list[Link]
-    n_cites: int
-    n_cited_by: int
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [
-            {"direction": side, **link}
-            for side, links in (("cites", self.cites), ("cited_by", self.cited_by))
-            for link in links
-        ]
-
-    def text(self) -> str:
-        lines = []
-        for name, links in ((f"{self.arxiv_id} cites", self.cites),
-                            (f"{self.arxiv_id} is cited by", self.cited_by)):  # fmt: skip
-            lines.append(f"{name} ({len(links)}):")
-            lines += [f"  {x['arxiv_id']:<22} {'corpus' if x['in_corpus'] else 'outside':<7} "
-                      f"{x['how']:<8} {x['title']}".rstrip() for x in links]  # fmt: skip
-        return "\n".join(lines)
-
-    def html(self) -> str:
-        cols = ("paper", "in corpus", "resolved by", "title / reference")
-
-        def rows(links: list[Link]) -> list[tuple[Any, ...]]:
-            return [
-                (
-                    h.Raw(h.paper_link(x["arxiv_id"])),
-                    "yes" if x["in_corpus"] else "no",
-                    x["how"],
-                    x["title"] or h.snippet(x["reference"], 160),
-                )
-                for x in links
-            ]
-
-        return h.box(
-            self.kind,
-            h.head(f"{h.paper_link(self.arxiv_id)} cites {self.n_cites} works"),
-            h.table(cols, rows(self.cites)),
-            h.head(f"cited by {self.n_cited_by} corpus papers"),
-            h.table(cols, rows(self.cited_by)),
-        )  # fmt: skip
-
-
-@dataclasses.dataclass(repr=False)
-class Related(Record):
-    """The served papers most related to one (``Lab.related``)."""
-
-    kind: ClassVar[str] = "related"
-    columns: ClassVar[tuple[str, ...]] = ("rank", "score", "arxiv_id", "title")
-    arxiv_id: str
-    method: str
-    related: list[dict[str, Any]]
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [{c: r[c] for c in self.columns} for r in self.related]
-
-    def text(self) -> str:
-        lines = [f"related to {self.arxiv_id} by {self.method}:"]
-        lines += [f"{r['rank']:>3}. {r['score']:.4f}  {r['arxiv_id']}  {r['title']}"
-                  for r in self.related]  # fmt: skip
-        return "\n".join(lines)
-
-    def html(self) -> str:
-        rows = [(r["rank"], f"{r['score']:.4f}", h.Raw(h.paper_link(r["arxiv_id"])), r["title"])
-                for r in self.related]  # fmt: skip
-        return h.box(
-            self.kind,
-            h.head(f"related to {h.paper_link(self.arxiv_id)} by <b>{h.esc(self.method)}</b>"),
-            h.table(("#", "score", "paper", "title"), rows, numeric=("#", "score")),
-        )
-
-
-@dataclasses.dataclass(repr=False)
-class Summary(Record):
-    """A judged summary of a paper (``Lab.summarize``; ``GET /papers/{arxiv_id}/summary``)."""
-
-    kind: ClassVar[str] = "summary"
-    columns: ClassVar[tuple[str, ...]] = ("text", "section", "role", "page", "label", "score")
-    renames: ClassVar[dict[str, str]] = {"text": "text_"}
-    paper_id: str
-    title: str
-    method: str
-    version: str
-    settings: dict[str, Any]
-    text_: str  # the desk's "text" (the name ``text`` is the method)
-    sentences: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    counts: dict[str, Any] = dataclasses.field(default_factory=dict)
-    llm: dict[str, Any] | None = None
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [
-            {"text": s["text"], "section": s.get("section", ""), "role": s.get("role", ""),
-             "page": s.get("page"), "label": s["verdict"]["label"], "score": s["verdict"]["score"]}
-            for s in self.sentences
-        ]  # fmt: skip
-
-    def text(self) -> str:
-        lines = [f"{self.title} ({self.paper_id}), {self.method} summary:"]
-        lines += [f"  [{s['verdict']['label']}] {s['text']} (p. {s.get('page')})"
-                  for s in self.sentences]  # fmt: skip
-        return "\n".join(lines)
-
-    def html(self) -> str:
-        items = "".join(
-            f"<li>{h.esc(s['text'])} <span class='rag-muted'>(p. {h.esc(s.get('page'))}, "
-            f"{h.esc(s.get('section', ''))})</span>{h.verdict_badge(s['verdict'], s['text'])}</li>"
-            for s in self.sentences
-        )
-        c = self.counts
-        tally = ", ".join(f"{c.get(k, 0)} {k.replace('_', ' ')}"
-                          for k in ("supported", "unsupported", "not_found"))  # fmt: skip
-        return h.box(
-            self.kind,
-            h.head(f"<b>{h.esc(self.title)}</b> — {h.paper_link(self.paper_id)}, "
-                   f"{h.esc(self.method)} summary <span class='rag-muted'>({tally})</span>"),
-            f"<ul class='rag-answer'>{items}</ul>",
         )  # fmt: skip

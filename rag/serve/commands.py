@@ -16,6 +16,11 @@ import textwrap
 from typing import Any
 
 RETRIEVERS = ("dense", "bm25", "hybrid", "rerank", "multi-query", "hyde")
+#: ``-v`` on ``rag`` and on each of these commands (the quiet default: rag.cli.QUIET_COMMANDS).
+VERBOSE_HELP = (
+    "show logs: search, ask, chat, cites, related and summary print only their answer without "
+    "it (-vv: debug); other commands log at info, -v at debug"
+)
 
 
 def k_arg(value: str) -> int:
@@ -33,8 +38,6 @@ def k_arg(value: str) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from rag.cli import VERBOSE_HELP
-
     # SUPPRESS: without -v here, `rag -v ask ...` keeps the count given before the command
     p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP)
     p.add_argument("--profile", default="default", help="params/<profile>.yaml (default: default)")
