@@ -200,6 +200,7 @@ DOCS = (
     ("experiments.md", "what was tried to beat the answerer, the judge and the reranker"),
     ("sweeps.md", "papermill parameters, rag sweep, Ray, the chunking x embedder sweep"),
     ("serve.md", "rag ask / search / chat / serve: the same components as a service"),
+    ("lab.md", "from rag import Lab: the lab in a notebook; the report as Markdown posts"),
     ("mcp.md", "rag mcp: the lab's paper tools for Claude Desktop, VS Code or any MCP client"),
 )
 
