@@ -16,7 +16,7 @@ README numbers not checked, and why:
   the search row credits ``03_index``, while its hybrid and HyDE p50 come from
   ``04_retrieval/metrics.json`` (03 times dense and BM25 only); they are checked there.
 
-Every other number of the table is in :data:`rag.report.freshness.README_CLAIMS`, and
+Every other number of the table is in :data:`rag.report.readme_numbers.README_CLAIMS`, and
 :func:`test_every_results_number_is_checked_or_listed` fails on a number added without a source.
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from rag import paths
-from rag.report import freshness, publish, render
+from rag.report import freshness, publish, readme_numbers, render
 from rag.report.freshness import CodeCell
 
 STEM = "02_chunk"
@@ -247,4 +247,4 @@ def test_an_edited_count_a_reworded_claim_and_an_unchecked_number_are_reported(r
     ],
 )
 def test_a_readme_number_is_a_rounding_of_its_source(readme, value, spec, ok):
-    assert freshness.shows(readme, value, spec) is ok
+    assert readme_numbers.shows(readme, value, spec) is ok
