@@ -1,4 +1,5 @@
-"""The extractive answerer's threshold chosen on held-out questions (rag.answer.calibrate).
+"""The extractive answerer's threshold chosen on held-out questions (rag.answer.calibrate), and
+its pin (rag.answer.calibrate_pin, `make calibrate`): used exactly when its inputs match.
 
 A scripted word-overlap judge (tests/test_answer_offline.py) and a fixed in-memory retriever make
 every score derivable by hand.
@@ -6,8 +7,14 @@ every score derivable by hand.
 
 from __future__ import annotations
 
+import json
+import logging
+from dataclasses import replace
+
 import pytest
 
+from rag import paths
+from rag.answer import calibrate, calibrate_pin
 from rag.answer.calibrate import (
     choose_threshold,
     held_out_questions,
@@ -17,6 +24,7 @@ from rag.answer.calibrate import (
 )
 from rag.answer.context import ContextSettings
 from rag.errors import ConfigError
+from rag.retrieval.retrievers import RetrievalSettings
 from tests.test_answer_offline import OverlapJudge, hit
 
 
@@ -131,3 +139,159 @@ def test_held_out_qasper_questions_are_those_on_the_corpus_papers():
     assert held_out_questions("qasper", qasper=qasper, papers=["p1"]) == {"x": ("qx", "p1")}
     with pytest.raises(ConfigError, match="held-out source 'dev'"):
         held_out_questions("dev")
+
+
+# --- the pinned calibration (rag.answer.calibrate_pin, `make calibrate`) -------------------------
+
+IDENTITY = calibrate_pin.IndexIdentity(
+    chunks="chunks-1", embedder="bow", dense={"kind": "flat"}, bm25={"k1": 1.5}
+)
+Q1 = "Which n-grams do they extract?"
+TABLE = {
+    Q1: [
+        hit("own", 0.9, "We extract character n-grams of every word.", paper="p1"),
+        hit("other", 0.5, "Weather reports mention rain in spring.", paper="p2"),
+    ]
+}
+HELD_OUT = {"q1": (Q1, "p1")}
+TITLES = {"p1": "Subword vectors", "p2": "Weather"}
+
+
+def _inputs(gold, **change):
+    args = {
+        "gold_path": gold,
+        "held_out": HELD_OUT,
+        "titles": TITLES,
+        "index": IDENTITY,
+        "judge": "overlap",
+        "retriever": "table",
+        "retrieval": RetrievalSettings(k=1),
+        "k": 1,
+        "settings": ContextSettings(),
+        "source": "gold",
+    }
+    return calibrate_pin.calibration_inputs(**(args | change))
+
+
+def _choose(pinned):
+    return support_threshold(
+        "held-out", -1.0, OverlapJudge(), TableRetriever(TABLE), HELD_OUT,
+        k=1, settings=ContextSettings(), titles=TITLES, source="gold", pinned=pinned,
+    )  # fmt: skip
+
+
+@pytest.fixture()
+def gold_file(tmp_path):
+    path = tmp_path / "gold.jsonl"
+    path.write_text('{"qid": "q1"}\n', encoding="utf-8")
+    return path
+
+
+def test_the_pinned_calibration_is_exactly_what_calibrating_gives(gold_file, tmp_path, monkeypatch):
+    inputs, pin = _inputs(gold_file), tmp_path / "data" / "support-threshold.json"
+    t0, cal0, how0 = _choose(calibrate_pin.lookup(inputs, pin))
+    where = paths.display(pin)
+    assert how0.endswith(f"; calibrated here (no pinned calibration at {where})")
+    calibrate_pin.write(cal0, inputs, pin)
+
+    def no_calibration(*a, **k):
+        raise AssertionError("calibrated despite a pin chosen on the same inputs")
+
+    monkeypatch.setattr(calibrate, "held_out_threshold", no_calibration)
+    t1, cal1, how1 = _choose(calibrate_pin.lookup(inputs, pin))
+    assert (t1, cal1) == (t0, cal0)  # threshold, rates, curve and every per-question score
+    assert json.dumps(cal1.to_metrics()) == json.dumps(cal0.to_metrics())  # metrics.json alike
+    assert how1.split("; ")[0] == how0.split("; ")[0]
+    assert how1.endswith(f"; pinned in {where}, chosen on the same inputs (`make calibrate`)")
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"gold": '{"qid": "q2"}\n'}, "gold_sha256"),
+        ({"held_out": {"q1": (Q1, "p2")}}, "held_out_sha256"),
+        ({"held_out": HELD_OUT | {"q2": ("What else?", "p2")}}, "held_out_n, held_out_sha256"),
+        ({"titles": {"p1": "Subword vectors (v2)", "p2": "Weather"}}, "titles_sha256"),
+        ({"index": replace(IDENTITY, chunks="chunks-2")}, "chunks"),
+        ({"index": replace(IDENTITY, embedder="minilm")}, "embedder"),
+        ({"index": replace(IDENTITY, dense={"kind": "hnsw"})}, "dense_index"),
+        ({"judge": "offline-v2:other"}, "judge"),
+        ({"settings": ContextSettings(order="edges")}, "context_settings"),
+        ({"k": 2, "retrieval": RetrievalSettings(k=2)}, "k, retrieval_settings"),
+        ({"source": "qasper"}, "held_out_source"),
+    ],
+)  # fmt: skip
+def test_a_changed_input_means_calibrating_and_says_which(
+    change, named, gold_file, tmp_path, caplog
+):
+    pin = calibrate_pin.write(_choose(None)[1], _inputs(gold_file), tmp_path / "pin.json")
+    if "gold" in change:
+        gold_file.write_text(change.pop("gold"), encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="rag.answer.calibrate_pin"):
+        found = calibrate_pin.lookup(_inputs(gold_file, **change), pin)
+    assert found.calibration is None
+    assert found.note == (
+        f"calibrated here ({paths.display(pin)} was chosen on other inputs: {named})"
+    )
+    assert "differ" in caplog.text
+    calls = []
+    real = calibrate.held_out_threshold
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(calibrate, "held_out_threshold", counted)
+        _, cal, how = _choose(found)
+    assert calls == [1] and cal is not None and how.endswith(found.note)
+
+
+def test_a_new_code_version_stops_the_pin(gold_file, tmp_path, monkeypatch):
+    pin = calibrate_pin.write(_choose(None)[1], _inputs(gold_file), tmp_path / "pin.json")
+    monkeypatch.setattr(calibrate_pin, "CALIBRATION_VERSION", "held-out-threshold-v999")
+    assert "inputs: code)" in calibrate_pin.lookup(_inputs(gold_file), pin).note
+
+
+def test_a_broken_pin_file_is_named(tmp_path):
+    bad = tmp_path / "support-threshold.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ConfigError, match="support-threshold.json is not a pinned calibration"):
+        calibrate_pin.lookup({}, bad)
+    bad.write_text(json.dumps({"inputs": {}, "threshold": 0.5}), encoding="utf-8")
+    with pytest.raises(ConfigError, match="is not a pinned calibration"):
+        calibrate_pin.lookup({}, bad)
+
+
+def test_the_committed_pin_is_what_notebook_05_would_use_on_the_default_profile(shared_dir):
+    """The inputs the default profile computes today (corpus, gold, held-out questions, index,
+    embedder, judge, settings, code version) are those the committed pin was chosen on, so 05
+    takes its calibration; after a change to any of them this fails until `make calibrate`."""
+    from rag.report.calibrate import profile_inputs
+
+    found = calibrate_pin.lookup(profile_inputs("default"))
+    assert found.calibration is not None, found.note
+    doc = json.loads(calibrate_pin.pin_path().read_text(encoding="utf-8"))
+    assert found.calibration.to_metrics() == {k: v for k, v in doc.items() if k != "inputs"}
+    assert found.calibration.n == doc["inputs"]["held_out_n"]
+
+
+@pytest.mark.slow
+def test_calibrating_again_reproduces_the_pin(shared_dir):
+    """`make calibrate` is a reproduction: a fresh calibration gives the pinned numbers."""
+    from rag.report.calibrate import fit_profile
+
+    cal, inputs = fit_profile("default")
+    doc = json.loads(calibrate_pin.pin_path().read_text(encoding="utf-8"))
+    differ = calibrate_pin.differing_inputs(inputs, doc["inputs"])
+    if differ == ["embedder"]:
+        pytest.skip(
+            "this CPU embeds passages otherwise (bf16 vs fp32); the pin does not apply here"
+        )
+    assert differ == []
+    got = cal.to_metrics()
+    for key in ("threshold", "balanced_accuracy", "answered", "declined", "n", "curve"):
+        assert got[key] == doc[key], key
+    assert list(got["scores"]) == list(doc["scores"])
+    for qid, pair in doc["scores"].items():
+        assert got["scores"][qid] == pytest.approx(pair, rel=1e-6, abs=1e-9), qid

@@ -18,6 +18,11 @@ answered share on the first and the declined share on the second), over a fixed 
 the higher (more cautious) threshold. What this cannot see: a retrieved context that misses the
 paper's evidence still counts as "answer", and another paper may hold a general answer (what is
 BERT?) to a question counted as "decline"; both are stated beside the number.
+
+Calibrating judges ~200 contexts (its cost is in docs/performance.md), so the chosen threshold is
+pinned in ``data/calibration/`` like the offline judges (:mod:`rag.answer.calibrate_pin`, ``make
+calibrate``): :func:`support_threshold` given the :class:`PinLookup` for the inputs it would
+calibrate on uses the pinned calibration when there is one and calibrates otherwise.
 """
 
 from __future__ import annotations
@@ -40,6 +45,10 @@ from rag.verdicts import ClaimJudge
 GRID: tuple[float, ...] = tuple(round(float(t), 2) for t in np.arange(0.0, 0.96, 0.05))
 #: Hits fetched before a question's own paper is removed (then cut to ``k``).
 EXCLUDE_DEPTH = 50
+#: Version of the scoring behind a calibration (this module's rules, the candidate spans of
+#: :mod:`rag.answer.support`, the declarative form, the context assembly); bump it when any of
+#: them changes a score, so a pinned calibration stops standing in for a new one.
+CALIBRATION_VERSION = "held-out-threshold-v1"
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,19 @@ class Calibration:
         d = asdict(self)
         d["scores"] = {q: list(v) for q, v in self.scores.items()}
         return d
+
+
+@dataclass(frozen=True)
+class PinLookup:
+    """What a pinned calibration offers one run (:func:`rag.answer.calibrate_pin.load`).
+
+    Attributes:
+        calibration: the pinned calibration, when it was chosen on exactly this run's inputs.
+        note: where it comes from, or why the run calibrates (no pin, or the inputs that differ).
+    """
+
+    calibration: Calibration | None
+    note: str
 
 
 def without_paper(hits: Sequence[Hit], paper_id: str, k: int) -> list[Hit]:
@@ -215,6 +237,7 @@ def support_threshold(
     settings: ContextSettings,
     titles: Mapping[str, str] | None = None,
     source: str = "qasper",
+    pinned: PinLookup | None = None,
 ) -> tuple[float, Calibration | None, str]:
     """``(threshold, calibration or None, how it was chosen)``.
 
@@ -222,6 +245,10 @@ def support_threshold(
     (:func:`held_out_threshold` on ``questions``, which came from ``source``, a key of
     :data:`SOURCES`) or ``judge`` (the judge's own threshold, chosen by cross-validation on
     SciFact train).
+
+    ``pinned`` (:func:`rag.answer.calibrate_pin.load` for this call's inputs): ``held-out`` takes
+    its calibration instead of calibrating when it has one; ``how`` ends with its note (pinned, or
+    why not).
 
     Raises:
         ConfigError: an unknown rule, a value above 1, or ``held-out`` with no questions.
@@ -234,19 +261,24 @@ def support_threshold(
         return t, None, how
     if source not in SOURCES:
         raise ConfigError(f"held-out source {source!r}: use one of {', '.join(SOURCES)}")
-    cal = held_out_threshold(judge, retriever, questions, k=k, settings=settings, titles=titles)
+    cal = (pinned.calibration if pinned else None) or held_out_threshold(
+        judge, retriever, questions, k=k, settings=settings, titles=titles
+    )
     how = (
         f"held-out: best answer-or-decline balanced accuracy on {cal.n} {SOURCES[source]}, "
         "asked with and without their paper (never a graded question)"
     )
-    return cal.threshold, cal, how
+    return cal.threshold, cal, f"{how}; {pinned.note}" if pinned else how
 
 
 __all__ = [
+    "CALIBRATION_VERSION",
+    "EXCLUDE_DEPTH",
     "GRID",
     "RULES",
     "SOURCES",
     "Calibration",
+    "PinLookup",
     "best_support",
     "choose_threshold",
     "held_out_questions",
