@@ -279,3 +279,26 @@ def test_the_committed_labels_are_well_formed():
         assert lab["label"] in ("toc", "references", "body")
         assert lab["stratum"] in ("flagged", "near_miss", "random")
         assert len(lab["text_sha256"]) == 64 and lab["why"]
+
+
+def test_the_index_build_caches_the_labels_by_the_chunk_fingerprint(tmp_cache, monkeypatch):
+    """A warm build reads which chunks are body from the cache instead of classifying again;
+    an entry that does not fit the chunks it is asked about is recomputed."""
+    from rag.index import build
+
+    texts = [BODY_WITH_CITATIONS, ACL_REFERENCES, TOC, BODY_WITH_DOTS]
+    chunks = [
+        Chunk(f"c{i}", "p1", "fixed", t, "", 1, 1, 0, len(t), 50) for i, t in enumerate(texts)
+    ]
+    first = build.body_chunks(chunks, "fp-a")
+    assert first == split_body(chunks) and [c.chunk_id for c in first[0]] == ["c0", "c3"]
+
+    def no_classifying(*a, **k):
+        raise AssertionError("classified again")
+
+    monkeypatch.setattr(build, "split_body", no_classifying)
+    assert build.body_chunks(chunks, "fp-a") == first
+    with pytest.raises(AssertionError, match="classified again"):  # same key, other chunks
+        build.body_chunks(chunks[:1], "fp-a")
+    monkeypatch.undo()
+    assert build.body_chunks(chunks, "fp-a", enabled=False)[0] == chunks

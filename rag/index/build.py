@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -148,6 +149,30 @@ def indexed_fingerprint(fingerprint: str, hygiene: bool) -> str:
     return f"{fingerprint}-h{HYGIENE_VERSION}" if hygiene else fingerprint
 
 
+def body_chunks(
+    chunks: Sequence[Chunk], fingerprint: str, *, enabled: bool = True
+) -> tuple[list[Chunk], dict[str, int]]:
+    """:func:`rag.text.hygiene.split_body` of a chunk set, its result cached by the set's
+    fingerprint and the classifier's version: classifying every chunk again was a fifth of the
+    CPU time of a warm ``rag ask``. A cached entry that does not fit the chunks is recomputed."""
+    if not enabled:
+        return split_body(chunks, enabled=False)
+    path = cache_dir("hygiene") / f"{_key(indexed_fingerprint(fingerprint, True))}.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        keep = set(record["kept"])
+        kept = [c for c in chunks if c.chunk_id in keep]
+        if len(kept) == len(keep) == record["counts"]["body"]:
+            return kept, dict(record["counts"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    kept, counts = split_body(chunks, enabled=True)
+    tmp = path.with_suffix(f".{os.getpid()}.part")
+    tmp.write_text(json.dumps({"kept": [c.chunk_id for c in kept], "counts": counts}), "utf-8")
+    os.replace(tmp, path)
+    return kept, counts
+
+
 def index_corpus(
     parsed: Sequence[ParsedPaper],
     chunking: ChunkSettings | Mapping[str, Any],
@@ -169,7 +194,7 @@ def index_corpus(
     settings = chunk_settings(chunking)
     chunks = chunk_corpus(parsed, settings)
     fp = chunk_fingerprint([p for p in parsed if p.ok], settings)
-    kept, counts = split_body(chunks, enabled=settings.index_hygiene)
+    kept, counts = body_chunks(chunks, fp, enabled=settings.index_hygiene)
     ix = index_chunks(
         kept,
         indexed_fingerprint(fp, settings.index_hygiene),
