@@ -12,16 +12,17 @@ import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-#: The look of every record; scoped to ``.rag-lab`` so a notebook's other outputs are untouched.
+#: The look of every record; scoped to ``.rag-lab`` so a notebook's other outputs are untouched,
+#: and specific enough to win over JupyterLab's right-aligned output tables.
 STYLE = """<style>
 .rag-lab{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:14px;line-height:1.5;
  max-width:64rem}
 .rag-lab .rag-head{color:#555;margin:.2em 0 .5em}
 .rag-lab table{border-collapse:collapse;margin:.3em 0 .8em}
-.rag-lab th,.rag-lab td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;
- vertical-align:top}
-.rag-lab th{background:#f4f4f4}
-.rag-lab td.num{text-align:right;font-variant-numeric:tabular-nums}
+.rag-lab table.rag-t th,.rag-lab table.rag-t td{border-bottom:1px solid #ddd;padding:3px 8px;
+ text-align:left;vertical-align:top}
+.rag-lab table.rag-t th{background:#f4f4f4}
+.rag-lab table.rag-t td.num{text-align:right;font-variant-numeric:tabular-nums}
 .rag-lab .rag-answer{border-left:3px solid #4a7bd0;padding:.3em .8em;margin:.4em 0}
 .rag-lab a.rag-chip{display:inline-block;padding:0 5px;margin:0 1px;border-radius:8px;
  background:#e6eefb;color:#1f4e9c;text-decoration:none;font-size:12px}
@@ -94,7 +95,11 @@ def table(
     """An HTML table; cells are escaped unless they are :class:`Raw`; ``numeric`` columns align
     right."""
     nums = set(numeric)
-    out = ["<table><thead><tr>", *(f"<th>{esc(c)}</th>" for c in columns), "</tr></thead><tbody>"]
+    out = [
+        '<table class="rag-t"><thead><tr>',
+        *(f"<th>{esc(c)}</th>" for c in columns),
+        "</tr></thead><tbody>",
+    ]
     for row in rows:
         cells = []
         for col, value in zip(columns, row, strict=True):
