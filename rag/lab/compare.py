@@ -60,9 +60,9 @@ class Comparison(Record):
     """The same question's rankings by several retrievers (``Lab.compare``)."""
 
     kind: ClassVar[str] = "comparison"
-    columns: ClassVar[tuple[str, ...]] = (
-        "retriever", "rank", "score", "arxiv_id", "page", "section", "chunk_id", "gold",
-    )  # fmt: skip
+    columns: ClassVar[tuple[str, ...]] = tuple(
+        "retriever rank score arxiv_id page section chunk_id gold".split()
+    )
     question: str
     k: int
     runs: dict[str, dict[str, Any]]

@@ -148,14 +148,9 @@ class Lab:
         return Hits.from_dict(self.desk.search(query, k=k, retriever=retriever))
 
     def ask(
-        self,
-        question: str,
-        *,
-        k: int | None = None,
-        retriever: str | None = None,
-        answerer: str = "extractive",
-        judge: bool = True,
-    ) -> Answer:
+        self, question: str, *, k: int | None = None, retriever: str | None = None,
+        answerer: str = "extractive", judge: bool = True,
+    ) -> Answer:  # fmt: skip
         """An answer with numbered citations and, with ``judge``, the judge's verdict per claim.
 
         ``answerer``: ``extractive`` (no model), a model from ``rag models``, or

@@ -6,21 +6,10 @@ and a judged summary (``Lab.papers``, ``paper``, ``read``, ``citations``, ``rela
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar
 
 from rag.lab import html as h
-from rag.lab.records import Record, cut
-
-
-class Link(TypedDict):
-    """One citation link between two works (``citations``)."""
-
-    arxiv_id: str
-    in_corpus: bool
-    how: str
-    score: float
-    reference: str
-    title: str
+from rag.lab.records import Record, Row, cut
 
 
 @dataclasses.dataclass(repr=False)
@@ -28,9 +17,9 @@ class PaperList(Record):
     """The served papers (``Lab.papers``; ``GET /papers``)."""
 
     kind: ClassVar[str] = "papers"
-    columns: ClassVar[tuple[str, ...]] = (
-        "arxiv_id", "title", "category", "source", "n_chunks", "added_at",
-    )  # fmt: skip
+    columns: ClassVar[tuple[str, ...]] = tuple(
+        "arxiv_id title category source n_chunks added_at".split()
+    )
     n_papers: int
     n_chunks: int
     papers: list[dict[str, Any]]
@@ -129,12 +118,12 @@ class Citations(Record):
     """What a paper cites and which corpus papers cite it (``Lab.citations``)."""
 
     kind: ClassVar[str] = "citations"
-    columns: ClassVar[tuple[str, ...]] = (
-        "direction", "arxiv_id", "in_corpus", "how", "score", "title", "reference",
-    )  # fmt: skip
+    columns: ClassVar[tuple[str, ...]] = tuple(
+        "direction arxiv_id in_corpus how score title reference".split()
+    )
     arxiv_id: str
-    cites: list[Link]
-    cited_by: list[Link]
+    cites: list[Row]  # rag.serve.desk_models.Link
+    cited_by: list[Row]
     n_cites: int
     n_cited_by: int
 
@@ -157,7 +146,7 @@ class Citations(Record):
     def html(self) -> str:
         cols = ("paper", "in corpus", "resolved by", "title / reference")
 
-        def rows(links: list[Link]) -> list[tuple[Any, ...]]:
+        def rows(links: list[Row]) -> list[tuple[Any, ...]]:
             return [
                 (
                     h.Raw(h.paper_link(x["arxiv_id"])),

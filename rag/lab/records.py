@@ -17,34 +17,13 @@ import contextlib
 import copy
 import dataclasses
 import io
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar
 
 from rag.lab import html as h
 
-
-class Hit(TypedDict):
-    """One ranked chunk (``search``)."""
-
-    chunk_id: str
-    arxiv_id: str
-    title: str
-    page: int
-    section: str
-    score: float
-    text: str
-
-
-class Source(TypedDict):
-    """One numbered source of an answer's context; ``cited`` when the answer cites it."""
-
-    n: int
-    chunk_id: str
-    arxiv_id: str
-    title: str
-    page: int
-    section: str
-    quote: str
-    cited: bool
+#: One row of the desk's JSON: a hit, a numbered source, a link (the service's schemas in
+#: :mod:`rag.serve.models` and :mod:`rag.serve.desk_models` name their keys).
+Row = dict[str, Any]
 
 
 @dataclasses.dataclass(repr=False)
@@ -136,11 +115,11 @@ class Hits(Record):
     """Ranked chunks for a query (``Lab.search``; ``POST /search``)."""
 
     kind: ClassVar[str] = "hits"
-    columns: ClassVar[tuple[str, ...]] = (
-        "rank", "score", "arxiv_id", "title", "page", "section", "chunk_id", "text",
-    )  # fmt: skip
+    columns: ClassVar[tuple[str, ...]] = tuple(
+        "rank score arxiv_id title page section chunk_id text".split()
+    )
     query: str
-    hits: list[Hit]
+    hits: list[Row]  # rag.serve.models.Hit
     retriever: str
     latency_ms: float
 
@@ -175,15 +154,15 @@ class Answer(Record):
     """A cited answer, each claim judged (``Lab.ask``; ``POST /ask``, ``rag ask --json``)."""
 
     kind: ClassVar[str] = "answer"
-    columns: ClassVar[tuple[str, ...]] = (
-        "n", "cited", "arxiv_id", "title", "page", "section", "chunk_id", "quote",
-    )  # fmt: skip
+    columns: ClassVar[tuple[str, ...]] = tuple(
+        "n cited arxiv_id title page section chunk_id quote".split()
+    )
     query: str
     retriever: str
     answerer: str
     answer: str
     refused: bool
-    citations: list[Source]
+    citations: list[Row]  # rag.serve.models.Citation
     unknown_citations: list[int]
     judgement: dict[str, Any] | None
     tokens_in: int = 0
