@@ -163,3 +163,18 @@ def test_the_smoke_report_exports_posts_that_resolve(smoke_run, tmp_path):
             tables += html.count("<table>")
     assert tables >= len(runs)
     assert list((tmp_path / "md" / "07_papers").glob("*.svg")), "07's network is SVG"
+
+
+def test_rag_report_format_md_exports_the_report_it_ran(monkeypatch, capsys):
+    """``rag report --format md`` runs the report, then writes its posts; html alone does not."""
+    from rag import cli
+    from rag.report import markdown, runner
+
+    calls = []
+    monkeypatch.setattr(runner, "run_report", lambda profile, **kw: calls.append(("run", profile)))
+    monkeypatch.setattr(markdown, "export_markdown", lambda out: calls.append(("md", out)))
+    assert cli.main(["report", "--profile", "smoke", "--format", "md"]) == 0
+    assert calls == [("run", "smoke"), ("md", "outputs/smoke")]
+    assert "markdown: outputs/smoke/md/index.md" in capsys.readouterr().out
+    calls.clear()
+    assert cli.main(["report", "--profile", "smoke"]) == 0 and calls == [("run", "smoke")]
