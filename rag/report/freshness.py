@@ -223,7 +223,9 @@ def stale_pages(root: Path | None = None, ref: str = "HEAD") -> list[Problem]:
 
 def report(root: Path | None = None, ref: str = "HEAD") -> list[Problem]:
     """Stale pages, then README numbers that differ from their source or are not checked."""
-    return [*stale_pages(root, ref), *readme_problems(root=root), *uncovered_numbers()]
+    root = root or paths.project_root()
+    readme = root / "README.md"
+    return [*stale_pages(root, ref), *readme_problems(readme, root), *uncovered_numbers(readme)]
 
 
 def main(argv: list[str] | None = None) -> int:
