@@ -33,7 +33,7 @@ test-slow: setup  ## real corpus / real models: the slow tier
 judge: setup  ## refit the offline judges on SciFact train (full + the smoke profile's 240 pairs) and pin them in data/judge/ (~3 min)
 	$(BIN)/python -m rag.judge.pin
 
-calibrate: setup  ## rechoose 05's support threshold on its held-out questions (default profile) and pin it in data/calibration/ (~11 min with a warm cache, ~20 min cold, on 2 busy cores)
+calibrate: setup  ## rechoose 05's support threshold on its held-out questions (default profile) and pin it in data/calibration/ (~18 min from an empty cache, ~1 min warm, on 2 busy cores)
 	$(BIN)/python -m rag.report.calibrate
 
 bench: setup  ## throughput and latency benchmarks (not tests)
