@@ -11,9 +11,11 @@ fuzzer over a live ``rag serve`` is ``test_serve_fuzz.py``.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
+import jsonschema_rs
 import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
@@ -23,6 +25,8 @@ from rag.serve import app as app_module
 from rag.serve import models as m
 from rag.serve.app import create_app
 from rag.serve.config import ServeSettings
+from rag.serve.offer import ModelOffer
+from tests.fakechat import FakeChatModel
 from tests.serve_support import tiny_lab
 from tests.test_serve import WordJudge, _sse
 
@@ -247,3 +251,216 @@ def test_an_internal_error_is_the_documented_500_without_a_traceback(tmp_cache, 
         assert err["error"] == "Boom" and "/home/someone" not in err["detail"]
         assert KEY not in s.text and "Traceback" not in s.text
         assert c.get("/ready").status_code == 200  # the service is still up
+
+
+# -- what the document allows, the service takes ------------------------------------------------
+
+#: The deployment these tests describe: no API key, both self-hosted endpoints stated (never
+#: called: the lab's chat models are injected).
+NO_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "RAG_OPENAI_COMPATIBLE_API_KEY")
+ENDPOINTS = {
+    "OLLAMA_HOST": "http://127.0.0.1:9",
+    "RAG_OPENAI_COMPATIBLE_BASE_URL": "http://127.0.0.1:9/v1",
+}
+
+
+#: The default body limit (64 KiB): room for the longest fields.
+WIDE = ServeSettings(allow_network=False, rate_limit_per_minute=0)
+
+
+@pytest.fixture()
+def deployment(monkeypatch):
+    for var in NO_KEYS:
+        monkeypatch.delenv(var, raising=False)
+    for var, value in ENDPOINTS.items():
+        monkeypatch.setenv(var, value)
+
+
+@pytest.fixture()
+def chatty_lab(tmp_cache, tmp_path, deployment):
+    """A lab whose every chat model answers at once, so every model name it is offered runs."""
+    reply = "The model averages word vectors. It trains a linear classifier on them."
+    return tiny_lab(tmp_path / "served", judge=WordJudge(),
+                    chat_model=lambda name: FakeChatModel(reply, name=name))  # fmt: skip
+
+
+def _body_validator(doc: dict[str, Any], path: str):
+    """The request body's JSON Schema validator, with ECMA-262 regexes as in the fuzzer."""
+    schema = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    return jsonschema_rs.Draft202012Validator({**schema, "components": doc["components"]})
+
+
+USER = {"role": "user", "content": "What does pair2vec learn?"}
+BOT = {"role": "assistant", "content": "Word pair embeddings."}
+#: Bodies on the edge of what the document states; each one's verdict (the document's and the
+#: service's) must agree. The comments say the rule each probes.
+EDGE_BODIES: list[tuple[str, dict[str, Any]]] = [
+    ("/search", {"query": "fastText", "k": 26.0}),  # 26.0 is an integer in JSON Schema
+    ("/search", {"query": "fastText", "k": 2.5}),
+    ("/search", {"query": "fastText", "k": True}),
+    ("/search", {"query": "fastText", "k": "5"}),
+    ("/search", {"query": "fastText", "per_paper_cap": 2.0}),
+    ("/search", {"query": "\x1c"}),  # white space to str.strip, not to ECMA's \s
+    ("/search", {"query": "\ufeff"}),  # the reverse
+    ("/search", {"query": " \t "}),
+    ("/search", {"query": " " * 1999 + "x"}),  # 2,000 characters as sent
+    ("/search", {"query": " " * 2000 + "x"}),  # 2,001 as sent, 1 once stripped
+    ("/search", {"query": "fastText", "retriever": "hyde"}),
+    ("/ask", {"question": "fastText?", "k": 3.0, "answerer": "extractive"}),
+    ("/ask", {"question": "fastText?", "answerer": "0"}),
+    ("/ask", {"question": "fastText?", "answerer": "0" * 200}),
+    ("/ask", {"question": "fastText?", "answerer": " extractive"}),
+    ("/ask", {"question": "fastText?", "answerer": "smollm2-135m"}),
+    ("/ask", {"question": "fastText?", "answerer": "local:smollm2-135m"}),
+    ("/ask", {"question": "fastText?", "answerer": "local:nope"}),
+    ("/ask", {"question": "fastText?", "answerer": "ollama:qwen2.5:7b"}),
+    ("/ask", {"question": "fastText?", "answerer": "openai-compatible:org/model-1"}),
+    ("/ask", {"question": "fastText?", "answerer": "ollama: qwen"}),
+    ("/ask", {"question": "fastText?", "answerer": "openai:gpt-4o-mini"}),  # no key here
+    ("/ask", {"question": "fastText?", "answerer": "gpt-4o-mini"}),
+    ("/ask", {"question": "fastText?", "answerer": "gguf:/tmp/model.gguf"}),
+    ("/chat", {"messages": [USER]}),
+    ("/chat", {"messages": [USER, BOT]}),  # the last message must be the user's
+    ("/chat", {"messages": [USER, BOT, USER]}),
+    ("/chat", {"messages": [USER] * 21}),
+    ("/chat", {"messages": [{"role": "user", "content": "\u3000"}]}),
+    ("/chat", {"messages": [USER], "rewrite_model": "0"}),
+    ("/chat", {"messages": [USER], "rewrite_model": "extractive"}),
+    ("/chat", {"messages": [USER], "rewrite_model": "smollm2-135m"}),
+    ("/chat", {"messages": [USER], "rewrite_model": "ollama:llama3"}),
+    ("/chat", {"messages": [USER], "rewrite_model": None}),
+    ("/ingest", {"arxiv_id": "2501.99999"}),
+    ("/ingest", {"arxiv_id": " 2501.99999"}),  # the pattern has no room for spaces
+    ("/ingest", {"arxiv_id": "2501.99999\n"}),
+    ("/ingest", {"arxiv_id": "2501.99999v2"}),
+]
+
+
+def test_a_body_the_document_allows_is_taken_and_one_it_does_not_is_refused(chatty_lab):
+    app = create_app(chatty_lab, serve=WIDE, api_key="")
+    doc = app.fastapi.openapi()
+    with TestClient(app) as c:
+        for path, body in EDGE_BODIES:
+            allowed = _body_validator(doc, path).is_valid(body)
+            r = c.post(path, json=body)
+            assert r.status_code in ((200, 202) if allowed else (422,)), (path, body, r.text)
+            if not allowed:
+                field = r.json()["detail"].split(":")[0].split(".")[0]
+                assert field in body or field == "messages", (body, r.text)
+
+
+def test_every_integer_field_takes_a_whole_number_written_as_a_float(chatty_lab):
+    app = create_app(chatty_lab, serve=WIDE, api_key="")
+    doc = app.fastapi.openapi()
+    schemas = doc["components"]["schemas"]
+    tried = []
+    with TestClient(app) as c:
+        for path, body in VALID_BODIES.items():
+            sch = doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+            if "$ref" in sch:
+                sch = schemas[sch["$ref"].rsplit("/", 1)[-1]]
+            for name, prop in sch["properties"].items():
+                ints = [b for b in prop.get("anyOf", [prop]) if b.get("type") == "integer"]
+                if ints:
+                    value = float(ints[0].get("minimum", 1))
+                    r = c.post(path, json={**body, name: value})
+                    assert r.status_code == 200, (path, name, r.text)
+                    tried.append((path, name))
+        for path, op in doc["paths"].items():
+            if path.endswith("/summary"):
+                continue  # a first summary parses the paper (~20 s); it reads its ints as /related
+            for p in op.get("get", {}).get("parameters", []):
+                if p["in"] == "query" and p["schema"].get("type") == "integer":
+                    value = float(p["schema"].get("minimum", 1))
+                    r = c.get(_url(path, "nojob"), params={p["name"]: value})
+                    assert r.status_code == 200, (path, p["name"], r.text)
+                    tried.append((path, p["name"]))
+    assert {("/search", "k"), ("/search", "per_paper_cap"), ("/ask", "k"), ("/chat", "k"),
+            ("/papers/{arxiv_id}/related", "k")} <= set(tried)  # fmt: skip
+
+
+def test_every_model_name_the_document_lists_runs_and_the_summary_takes_them_too(chatty_lab):
+    app = create_app(chatty_lab, serve=WIDE, api_key="")
+    doc = app.fastapi.openapi()
+    props = doc["components"]["schemas"]["ChatRequest"]["properties"]
+    answerers = next(b["enum"] for b in props["answerer"]["anyOf"] if "enum" in b)
+    rewriters = next(b["enum"] for b in props["rewrite_model"]["anyOf"] if "enum" in b)
+    assert "extractive" in answerers and "smollm2-135m" in answerers
+    assert set(rewriters) == set(answerers) - {"extractive"}
+    patterns = {b["pattern"] for b in props["answerer"]["anyOf"] if "pattern" in b}
+    assert patterns == {"^(?:ollama|openai-compatible):[!-~]+$"}  # no key: no API provider
+    summary = doc["paths"]["/papers/{arxiv_id}/summary"]["get"]["parameters"]
+    model = next(p["schema"] for p in summary if p["name"] == "model")
+    assert model == {"anyOf": props["answerer"]["anyOf"]}  # the answerer's names
+    with TestClient(app) as c:
+        for name in [*answerers, "ollama:qwen2.5:7b"]:
+            body = {"messages": [USER], "answerer": name, "rewrite_model": None}
+            assert c.post("/chat", json=body).status_code == 200, name
+            r = c.get(f"/papers/{PAPER}/summary", params={"model": name, "sentences": 2})
+            assert r.status_code == 200, (name, r.text)
+        for name in rewriters:
+            r = c.post("/chat", json={"messages": [USER, BOT, USER], "rewrite_model": name})
+            assert r.status_code == 200 and r.json()["rewriter"], (name, r.text)
+        r = c.get(f"/papers/{PAPER}/summary", params={"model": "0"})
+        assert r.status_code == 422 and r.json()["detail"].startswith("model: unknown model '0'")
+
+
+def test_a_name_refused_says_why(chatty_lab):
+    app = create_app(chatty_lab, serve=WIDE, api_key="")
+    why = {
+        "openai:gpt-4o-mini": "is not available here: no key: set OPENAI_API_KEY",
+        "gguf:/tmp/model.gguf": "gguf: models are served only as the profile's local_model",
+        "local:nope": "unknown local model 'nope'",
+        "openai-compatibel:x": "unknown provider 'openai-compatibel'",
+        "ollama: x": "a model id here is printable ASCII without spaces",
+    }
+    with TestClient(app) as c:
+        for name, reason in why.items():
+            r = c.post("/ask", json={"question": "fastText?", "answerer": name})
+            assert r.status_code == 422 and r.json()["detail"].startswith("answerer: "), r.text
+            assert reason in r.json()["detail"] and "/tmp/" not in r.text, r.text
+        r = c.post("/chat", json={"messages": [USER], "rewrite_model": "extractive"})
+        assert r.json()["detail"].startswith("rewrite_model: extractive is an answerer")
+
+
+def test_the_offer_follows_the_deployment(tmp_cache, tmp_path, deployment, monkeypatch):
+    monkeypatch.delenv("OLLAMA_HOST")
+    monkeypatch.setenv("GROQ_API_KEY", "gsk-test-not-a-real-key-0000")
+    lab = tiny_lab(tmp_path / "served", chat_model=lambda name: FakeChatModel("x", name=name))
+    lab.settings = lab.settings.model_copy(update={"llm_model": "gguf:/nowhere/model.gguf"})
+    offer = ModelOffer.here(lab.settings)
+    assert offer.open_providers == ("groq", "openai-compatible")  # the stated endpoint only
+    assert "llama-3.1-8b-instant" in offer.names and "gpt-4o" not in offer.names
+    assert offer.reasons["ollama"] == "no endpoint stated: set OLLAMA_HOST"
+    assert "hyde" not in offer.retrievers and "hybrid" in offer.retrievers
+    app = create_app(lab, serve=WIDE, api_key="")
+    retriever = app.fastapi.openapi()["components"]["schemas"]["SearchRequest"]["properties"][
+        "retriever"
+    ]
+    assert retriever["enum"] == list(offer.retrievers)
+    with TestClient(app) as c:
+        r = c.post("/search", json={"query": "fastText", "retriever": "hyde"})
+        assert r.status_code == 422 and r.json()["detail"] == (
+            "retriever: 'hyde' is not available here: its LLM 'gguf:model.gguf' does not run here"
+        )
+
+
+def test_the_blank_pattern_is_str_strip_in_every_regex_dialect():
+    space = [chr(c) for c in range(0x3001) if chr(c).isspace()]
+    assert not any(re.search(m.NOT_BLANK, ch) for ch in space)
+    assert all(re.search(m.NOT_BLANK, chr(c)) for c in range(0x10000) if not chr(c).isspace())
+    ecma = jsonschema_rs.validator_for({"type": "string", "pattern": m.NOT_BLANK})
+    assert not any(ecma.is_valid(ch) for ch in space)
+    assert all(ecma.is_valid(ch) for ch in ("x", "\ufeff", "\x00", "\u200b", "é"))
+
+
+def test_an_ingest_job_is_linked_from_its_202(chatty_lab):
+    app = create_app(chatty_lab, serve=WIDE, api_key="")
+    link = app.fastapi.openapi()["paths"]["/ingest"]["post"]["responses"]["202"]["links"]
+    (target,) = link.values()
+    assert target["operationRef"] == "#/paths/~1ingest~1{job_id}/get"
+    assert target["parameters"] == {"job_id": "$response.body#/job_id"}
+    with TestClient(app) as c:
+        job = c.post("/ingest", json=VALID_BODIES["/ingest"]).json()
+        r = c.get(f"/ingest/{job['job_id']}")
+        assert r.status_code == 200 and r.json()["job_id"] == job["job_id"]

@@ -11,6 +11,12 @@ status code it can answer with (:data:`ERRORS`), so a client generated from ``/o
 handles them; FastAPI's default 422 schema (``detail`` a list) is removed from the document since
 the service never sends it.
 
+The document states what the service enforces, so a request it allows is never refused: the
+model-name and retriever fields carry the names this deployment runs
+(:class:`rag.serve.offer.ModelOffer`, read at start and checked in each route), and
+``POST /ingest``'s 202 links to ``GET /ingest/{job_id}`` with the job's id (an OpenAPI link,
+which stateful clients and fuzzers follow).
+
 Streaming (``stream: true``) sends server-sent events: ``retrieval`` (the numbered sources), then
 ``token`` events, then ``citations`` and ``done``. No answerer here generates token by token (the
 local model and the API clients return whole completions, and the extractive answerer has no
@@ -45,6 +51,7 @@ from rag.serve.desk import Desk, RelatedMethod, UnknownPaperError
 from rag.serve.engine import ChoiceError, Lab, load_lab
 from rag.serve.guard import Guard, scrub
 from rag.serve.jobs import IngestWorker
+from rag.serve.offer import ModelOffer
 
 log = logging.getLogger(__name__)
 API_KEY_ENV = "RAG_API_KEY"
@@ -118,9 +125,45 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": m.ErrorResponse, "description": ERRORS[c]} for c in sorted(codes)}
 
 
-def _finish_document(schema: dict[str, Any]) -> dict[str, Any]:
-    """Add the event models to the document and drop FastAPI's HTTPValidationError (added for
-    every route with parameters): routes that can answer 422 declare :class:`ErrorResponse`."""
+#: The request fields naming a model: (schema, property, takes ``extractive``).
+MODEL_FIELDS = (
+    ("AskRequest", "answerer", True),
+    ("ChatRequest", "answerer", True),
+    ("ChatRequest", "rewrite_model", False),
+)
+#: The job a 202 of ``POST /ingest`` queued, as an OpenAPI link to its status.
+INGEST_LINK = {
+    "IngestJob": {
+        "operationRef": "#/paths/~1ingest~1{job_id}/get",
+        "parameters": {"job_id": "$response.body#/job_id"},
+        "description": "The status of the job just queued.",
+    }
+}
+
+
+def _state_offer(schema: dict[str, Any], offer: ModelOffer) -> None:
+    """Replace the model-name fields' free text with the names ``offer`` takes, and the
+    retrievers with those it runs."""
+    schemas = schema["components"]["schemas"]
+    for model in ("SearchRequest", "AskRequest", "ChatRequest"):
+        field = schemas[model]["properties"]["retriever"]
+        keep = {k: v for k, v in field.items() if k in ("default", "description", "title")}
+        schemas[model]["properties"]["retriever"] = {**offer.retriever_schema(), **keep}
+    for model, prop, answerer in MODEL_FIELDS:
+        field = schemas[model]["properties"][prop]
+        nullable = any(b.get("type") == "null" for b in field.get("anyOf", []))
+        named = offer.schema(answerer, nullable=nullable)
+        keep = {k: v for k, v in field.items() if k in ("default", "description", "title")}
+        schemas[model]["properties"][prop] = {**named, **keep}
+    for param in schema["paths"]["/papers/{arxiv_id}/summary"]["get"]["parameters"]:
+        if param["name"] == "model":
+            param["schema"] = offer.schema(answerer=True)
+
+
+def _finish_document(schema: dict[str, Any], offer: ModelOffer) -> dict[str, Any]:
+    """Add the event models to the document, state the model names ``offer`` takes and the
+    ingest link, and drop FastAPI's HTTPValidationError (added for every route with
+    parameters): routes that can answer 422 declare :class:`ErrorResponse`."""
     _, defs = models_json_schema(
         [(model, "serialization") for model in SSE_MODELS],
         ref_template="#/components/schemas/{model}",
@@ -137,6 +180,8 @@ def _finish_document(schema: dict[str, Any]) -> dict[str, Any]:
                 del resp["422"]
     for name in ("HTTPValidationError", "ValidationError"):
         schema.get("components", {}).get("schemas", {}).pop(name, None)
+    _state_offer(schema, offer)
+    schema["paths"]["/ingest"]["post"]["responses"]["202"]["links"] = INGEST_LINK
     return schema
 
 
@@ -178,6 +223,8 @@ def create_app(
     ``api_key`` defaults to ``$RAG_API_KEY`` (unset or empty: no key required).
     """
     serve = serve or ServeSettings()
+    profile = lab.settings if lab is not None else settings or LabSettings()
+    offer = ModelOffer.here(profile)
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
     secrets = (key,) if key else ()
     state = _State()
@@ -225,7 +272,7 @@ def create_app(
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = _finish_document(FastAPI.openapi(app))
+            app.openapi_schema = _finish_document(FastAPI.openapi(app), offer)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -300,11 +347,15 @@ def create_app(
 
     @app.post("/search", response_model=m.SearchResponse, responses=error_responses(*WITH_BODY))
     def search(req: m.SearchRequest) -> Any:
-        hits, meta = need_lab().search(req.query, req.k, req.retriever, req.per_paper_cap)
+        the_lab = need_lab()
+        offer.check_retriever(req.retriever)
+        hits, meta = the_lab.search(req.query, req.k, req.retriever, req.per_paper_cap)
         return {"query": req.query, "hits": hits, **meta}
 
     def answer(query: str, req: m.AskRequest | m.ChatRequest, extra: dict[str, Any]) -> Any:
         the_lab = need_lab()
+        offer.check_retriever(req.retriever)
+        offer.check("answerer", req.answerer)
         kw = {"k": req.k, "retriever": req.retriever, "answerer": req.answerer, "judge": req.judge}
         if not req.stream:
             return {**the_lab.ask(query, **kw).to_dict(), **extra}
@@ -330,6 +381,10 @@ def create_app(
                    **error_responses(*WITH_BODY)},
     )  # fmt: skip
     def chat(req: m.ChatRequest) -> Any:
+        need_lab()
+        offer.check_retriever(req.retriever)
+        offer.check("answerer", req.answerer)
+        offer.check("rewrite_model", req.rewrite_model, answerer=False)
         msgs = [{"role": x.role, "content": x.content} for x in req.messages]
         rw = need_lab().rewrite(msgs, bypass=req.bypass_rewrite, model=req.rewrite_model)
         extra = {"rephrased_query": rw.query, "rewritten": rw.rewritten, "rewriter": rw.rewriter,
@@ -354,10 +409,9 @@ def create_app(
             upload = form.get("file")
             if upload is None or isinstance(upload, str):
                 return error(422, "invalid request", "file: a PDF upload is required")
-            data = await upload.read()
-            if not data.startswith(b"%PDF-"):
-                return error(422, "invalid request", "file: not a PDF")
-            job = worker.submit_pdf(data, str(form.get("title") or ""))
+            # any file is taken (the document cannot state "a PDF" of bytes); the job refuses a
+            # file that is not one, as it does an arXiv id that is not pinned
+            job = worker.submit_pdf(await upload.read(), str(form.get("title") or ""))
         else:
             try:
                 req = m.IngestRequest.model_validate_json(await request.body())
@@ -411,7 +465,9 @@ def create_app(
         model: Annotated[str | None, Query(min_length=1, max_length=200,
                                            description="A chat model; none: extractive.")] = None,
     ) -> Any:  # fmt: skip
-        return need_desk().summarize(arxiv_id, sentences=sentences, model=model)
+        desk = need_desk()
+        offer.check("model", model)
+        return desk.summarize(arxiv_id, sentences=sentences, model=model)
 
     static = resources.files("rag.serve") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
@@ -442,8 +498,14 @@ INGEST_BODY: dict[str, Any] = {
                 "type": "object",
                 "required": ["file"],
                 "properties": {
-                    "file": {"type": "string", "format": "binary", "description": "A PDF."},
-                    "title": {"type": "string", "description": "Shown for the paper."},
+                    "file": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "A PDF (another file is taken, and its job fails).",
+                    },
+                    # no type: a form field is text on the wire whatever it spells ("null",
+                    # "5"), so no value of it can be refused for its type
+                    "title": {"description": "Shown for the paper (form text)."},
                 },
             }
         },

@@ -153,13 +153,16 @@ class IngestWorker:
         return self._submit(re.sub(r"v\d+$", "", arxiv_id), work)
 
     def submit_pdf(self, data: bytes, title: str) -> Job:
-        """Queue an uploaded PDF (served as ``upload-<sha256[:12]>``)."""
+        """Queue an uploaded PDF (served as ``upload-<sha256[:12]>``); a file that is not a PDF
+        fails its job, before anything is written."""
         sha = hashlib.sha256(data).hexdigest()
         paper_id = f"upload-{sha[:12]}"
 
         def work(job: Job) -> None:
             from rag.corpus.parse import ParseSettings, load_parsed
 
+            if not data.startswith(b"%PDF-"):
+                raise DownloadError(f"the upload is not a PDF (it starts with {data[:8]!r})")
             index = self._index()
             if paper_id in index.snapshot.paper_ids():
                 job.detail = "already served: nothing added"

@@ -2,18 +2,61 @@
 
 Every limit lives here, so a bad field is refused with 422 before any work, and the message names
 the field: ``k`` in 1..50, queries of 1..2,000 characters (blank refused), at most 20 chat messages.
+
+Each request model's JSON Schema states exactly what its validation enforces, so a request the
+document allows is never refused (the fuzz test sends such requests and checks): a whole number
+written ``5.0`` is an integer in JSON Schema, so it is taken as ``5``; a blank query is refused by a
+``pattern`` (a character Python's ``str.strip`` keeps), and lengths count the text as sent; the
+last chat message being the user's is an ``anyOf`` over the allowed lengths. Which model names a
+request may give depends on the deployment and is stated by :mod:`rag.serve.offer`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from rag.corpus.manifest import ARXIV_ID_RE
 
 MAX_K = 50
-Query = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+MAX_MESSAGES = 20
+#: Every character ``str.isspace`` counts (what ``str.strip`` removes), as regex ranges.
+_SPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: Holds a character that is not white space (the same in Python, Rust and ECMA-262 regex).
+NOT_BLANK = f"[^{_SPACE}]"
+
+
+def _whole(value: Any) -> Any:
+    """A float with no fraction as the int it equals (JSON Schema counts ``5.0`` an integer);
+    anything else unchanged, for the strict integer check to refuse (``"5"``, ``5.5``, ``true``)."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer field: an int, or a float equal to one.
+Whole = Annotated[int, BeforeValidator(_whole)]
+
+
+def text(max_length: int) -> Any:
+    """A non-blank text field of at most ``max_length`` characters as sent, stripped for use."""
+    return Annotated[
+        str,
+        StringConstraints(min_length=1, max_length=max_length, pattern=NOT_BLANK),
+        AfterValidator(str.strip),
+    ]
+
+
+Query = text(2000)
 RetrieverName = Literal["dense", "bm25", "hybrid", "rerank", "multi-query", "hyde"]
 #: extractive, a registered model or provider:model (endpoint model ids can be long)
 Answerer = Annotated[str, StringConstraints(min_length=1, max_length=200)]
@@ -21,25 +64,33 @@ Answerer = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 class _Strict(BaseModel):
     """A request body as the OpenAPI document states it: no unknown field and no coercion (a
-    ``"5"`` or ``5.0`` for an integer, a ``"true"`` for a boolean is refused with 422)."""
+    ``"5"`` or ``5.5`` for an integer, a ``"true"`` for a boolean is refused with 422; ``5.0`` is
+    the integer 5, as in JSON Schema)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class SearchRequest(_Strict):
     query: Query = Field(description="What to search for.")
-    k: int = Field(5, ge=1, le=MAX_K, description="Hits to return.")
-    retriever: RetrieverName = Field("hybrid", description="One of the report's six retrievers.")
-    per_paper_cap: int | None = Field(None, ge=1, le=MAX_K, description="Max hits per paper.")
+    k: Whole = Field(5, ge=1, le=MAX_K, description="Hits to return.")
+    retriever: RetrieverName = Field(
+        "hybrid", description="A retriever of the report that runs here (hyde needs an LLM)."
+    )
+    per_paper_cap: Annotated[int, Field(ge=1, le=MAX_K), BeforeValidator(_whole)] | None = Field(
+        None, description="Max hits per paper."
+    )
 
 
 class _AnswerOptions(_Strict):
-    k: int = Field(5, ge=1, le=MAX_K, description="Chunks retrieved for the context.")
-    retriever: RetrieverName = Field("hybrid", description="Retriever fetching the context.")
+    k: Whole = Field(5, ge=1, le=MAX_K, description="Chunks retrieved for the context.")
+    retriever: RetrieverName = Field(
+        "hybrid", description="The retriever fetching the context (one that runs here)."
+    )
     answerer: Answerer = Field(
         "extractive",
-        description="extractive (no model), smollm2-135m, a model from `rag models`, or "
-        "provider:model (ollama:NAME, openai-compatible:NAME, openai:ID, ...).",
+        description="extractive (no model), or a chat model this service runs: a name listed "
+        "here, or provider:MODEL for a provider whose pattern is listed (which ones depends on "
+        "the deployment's keys and endpoints).",
     )
     judge: bool = Field(False, description="Judge every claim with the offline judge.")
     stream: bool = Field(False, description="Answer as server-sent events.")
@@ -51,14 +102,28 @@ class AskRequest(_AnswerOptions):
 
 class ChatMessage(_Strict):
     role: Literal["user", "assistant"]
-    content: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000)]
+    content: text(4000)  # type: ignore[valid-type]
+
+
+def _last_is_user(n: int) -> dict[str, Any]:
+    """``n`` messages, the last one the user's (JSON Schema has no "last item", so one branch of
+    an ``anyOf`` per length)."""
+    user = {"type": "object", "properties": {"role": {"const": "user"}}, "required": ["role"]}
+    return {"minItems": n, "maxItems": n, "prefixItems": [{}] * (n - 1) + [user]}
 
 
 class ChatRequest(_AnswerOptions):
-    messages: list[ChatMessage] = Field(min_length=1, max_length=20)
+    messages: list[ChatMessage] = Field(
+        min_length=1,
+        max_length=MAX_MESSAGES,
+        description="The conversation so far; the last message is the user's question.",
+        json_schema_extra={"anyOf": [_last_is_user(n) for n in range(1, MAX_MESSAGES + 1)]},
+    )
     bypass_rewrite: bool = Field(False, description="Retrieve with the last message as typed.")
     rewrite_model: Answerer | None = Field(
-        None, description="Rewrite with this LLM (e.g. smollm2-135m); None: the rule rewriter."
+        None,
+        description="Rewrite with this LLM (e.g. smollm2-135m; the names this service runs, as "
+        "for answerer); None: the rule rewriter.",
     )
 
     @field_validator("messages")
@@ -70,7 +135,7 @@ class ChatRequest(_AnswerOptions):
 
 
 class IngestRequest(_Strict):
-    arxiv_id: Annotated[str, StringConstraints(strip_whitespace=True, max_length=40)] = Field(
+    arxiv_id: Annotated[str, StringConstraints(max_length=40)] = Field(
         pattern=ARXIV_ID_RE.rstrip("$") + r"(v[1-9]\d*)?$",
         description="An arXiv id (e.g. 1908.10084), optionally versioned.",
     )
