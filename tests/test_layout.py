@@ -35,6 +35,8 @@ MAX_LINES = 500
 LONG_MODULES = {
     "corpus/ingest.py": "split plan: the download-and-verify loop (fetch, sha256 pin, mirror) "
     "into corpus/fetch.py; the IngestSummary record and its JSON into corpus/ingest_summary.py",
+    "serve/app.py": "split plan: the paper desk's routes into serve/paper_routes.py and the "
+    "ingest routes into serve/ingest_routes.py, each an APIRouter the app includes",
 }
 
 
