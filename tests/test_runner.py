@@ -134,3 +134,12 @@ def test_kernel_settings_hold_only_while_the_kernel_runs(tmp_path, monkeypatch, 
     assert seen == {**runner.KERNEL_ENV, quiet.LOG_ENV: str(tmp_path / "out" / "logs" / "01_x.log")}
     assert rec.status == ("failed" if fails else "ok")
     assert dict(os.environ) == before
+
+
+def test_run_json_records_the_cpu_family_that_rendered_it():
+    from rag.report.runner import cpu_family
+
+    amx = cpu_family("model name\t: Some Xeon\nflags\t\t: fpu avx2 avx512f amx_bf16\n")
+    assert amx == {"model": "Some Xeon", "bf16": True, "avx512f": True}
+    old = cpu_family("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2\n")
+    assert old == {"model": "AMD EPYC", "bf16": False, "avx512f": False}

@@ -388,6 +388,29 @@ def _merge_previous(previous: dict[str, NotebookRun], runs: list[NotebookRun]) -
     return [merged[n] for n in order if n in merged]
 
 
+def cpu_family(cpuinfo: str | None = None) -> dict[str, object]:
+    """The CPU's model name and whether it has native bf16 instructions: MiniLM's bf16 passages and
+    llama.cpp's bf16 kernels compute slightly differently on CPUs without them, so a re-run's
+    numbers are compared with the published ones knowing which kind rendered each."""
+    from rag.index.embed import cpu_flags
+
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            cpuinfo = ""
+    names = [
+        ln.partition(":")[2].strip() for ln in cpuinfo.splitlines() if ln.startswith("model name")
+    ]
+    model = names[0] if names else (platform.processor() or platform.machine())
+    flags = cpu_flags(cpuinfo)
+    return {
+        "model": model,
+        "bf16": bool(flags & {"avx512_bf16", "amx_bf16"}),
+        "avx512f": "avx512f" in flags,
+    }
+
+
 def _write_run_json(
     out: Path, profile: str, runs: list[NotebookRun], scrubbed: publish.ScrubReport, started: str
 ) -> None:
@@ -402,6 +425,7 @@ def _write_run_json(
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
         "cpu_count": os.cpu_count(),
+        "cpu": cpu_family(),
         "packages": package_versions(),
         "notebooks": [asdict(r) for r in runs],
         "scrubbed": scrubbed.to_dict(),
