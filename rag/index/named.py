@@ -18,7 +18,6 @@ length and dimension; never on a path.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 from rag.errors import ConfigError
 from rag.index.vectors import normalise
+from rag.llm.assembled_io import sha256_of
 
 logger = logging.getLogger(__name__)
 
@@ -142,14 +142,6 @@ def parse_named(text: str) -> NamedRequest | None:
     return NamedRequest(spec=spec, dim=dim, path=path)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def artifact(req: NamedRequest) -> tuple[Path, str]:
     """The model's file or folder and the sha256 its fingerprint keys on."""
     spec = req.spec
@@ -162,14 +154,14 @@ def artifact(req: NamedRequest) -> tuple[Path, str]:
     if spec.kind == "embed-gguf":
         if not path.is_file():
             raise ConfigError(f"embedder {spec.name}: {str(path)!r} is not a .gguf file")
-        return path, _sha256(path)
+        return path, sha256_of(path)
     weights = path / "model.safetensors"
     if not weights.is_file():
         raise ConfigError(
             f"embedder {spec.name}: {str(path)!r} is not a sentence-transformers folder "
             "(no model.safetensors)"
         )
-    return path, _sha256(weights)
+    return path, sha256_of(weights)
 
 
 class MatryoshkaEmbedder:
