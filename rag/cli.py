@@ -110,6 +110,22 @@ def _cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_pipeline(args: argparse.Namespace) -> int:
+    from rag.index.pipeline import run_pipeline
+
+    res = run_pipeline(
+        args.folder,
+        engine=args.engine,
+        address=args.address,
+        chunking={"strategy": args.chunk_strategy},
+        embedder=args.embedder,
+        limit=args.limit,
+        summary_path=args.summary,
+    )
+    print(json.dumps(res.summary, indent=2, default=str))
+    return 0  # a PDF that failed is a row of the summary, not a failed job
+
+
 def _cmd_train_ict(args: argparse.Namespace) -> int:
     from rag.retrieval.ict import ICTSettings, train_on_corpus
 
@@ -226,6 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--chunk-strategy", default="fixed", help="fixed | sentence | section")
     ix.add_argument("--embedder", default="minilm")
     ix.set_defaults(func=_cmd_index)  # fmt: skip
+    pl = sub.add_parser("pipeline", help="a folder of PDFs: parse, chunk, embed, index (cached)")
+    pl.add_argument("folder", help="a folder of <arxiv_id>.pdf, as the PDF mirror")
+    pl.add_argument("--engine", choices=["serial", "ray"], default="serial",
+                    help="this process, or one Ray Data job (local Ray or --address)")
+    pl.add_argument("--address", help="Ray cluster to join, e.g. 127.0.0.1:6379 or auto")
+    pl.add_argument("--limit", type=int, default=0, help="first N PDFs by id (0: all)")
+    pl.add_argument("--chunk-strategy", default="fixed", help="fixed | sentence | section")
+    pl.add_argument("--embedder", default="minilm", help="a name, or an importable module:factory")
+    pl.add_argument("--summary", help="also write the summary JSON here")
+    pl.set_defaults(func=_cmd_pipeline)  # fmt: skip
     sf = sub.add_parser("scifact", help="reproduce the BEIR SciFact nDCG@10 table (BM25, dense)")
     sf.add_argument("embedders", nargs="*", default=["minilm"])
     sf.set_defaults(func=_cmd_scifact)

@@ -85,8 +85,11 @@ RAY_LOCAL_ENV = {
 RAY_INIT_ATTEMPTS = 3
 
 
-def init_ray(address: str | None = None) -> float:
+def init_ray(address: str | None = None, env_vars: dict[str, str] | None = None) -> float:
     """Start (or join, with ``address``) Ray once per process; returns the seconds it took.
+
+    ``env_vars`` reach every worker of the job beside ``PYTHONPATH`` (the pipeline passes its
+    cache folder, so workers write the driver's caches).
 
     Retried: on a busy machine the raylet can miss Ray's own 30 s start deadline ("The current
     node timed out during startup"); a second attempt usually succeeds.
@@ -96,7 +99,8 @@ def init_ray(address: str | None = None) -> float:
     t0 = time.perf_counter()
     if ray.is_initialized():
         return 0.0
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in _pythonpath() if p)}}
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in _pythonpath() if p),
+                        **(env_vars or {})}}  # fmt: skip
     kw: dict[str, Any] = {"runtime_env": env, "log_to_driver": False}
     if address:
         kw["address"] = address
