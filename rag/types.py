@@ -7,6 +7,8 @@ IR data (queries, qrels, runs) are plain dicts, see :mod:`rag.evaluation.metrics
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -47,13 +49,30 @@ class ParsedPaper:
     status: ParseStatus = "ok"
     error: str | None = None
     parse_seconds: float = 0.0
+    #: :meth:`content_sha1` once computed (or read from the parse cache's memo); not serialised.
+    known_sha1: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
+    def content_sha1(self) -> str:
+        """Content hash (id, pages, status, blocks; not the parse time), computed once.
+
+        The hash is remembered on the record, so a record is not to be edited after hashing
+        (nothing in the pipeline edits a parse; a changed parse is a new record)."""
+        if self.known_sha1 is None:
+            h = hashlib.sha1()
+            encode = json.JSONEncoder(ensure_ascii=False).encode
+            h.update(encode([self.paper_id, self.n_pages, self.status, self.error]).encode())
+            for b in self.blocks:
+                h.update(encode([b.page, b.kind, b.section, b.text, list(b.bbox)]).encode())
+            self.known_sha1 = h.hexdigest()
+        return self.known_sha1
+
     def to_dict(self) -> dict:
         d = asdict(self)
+        d.pop("known_sha1")
         d["blocks"] = [asdict(b) for b in self.blocks]
         return d
 

@@ -216,3 +216,29 @@ def test_save_load_and_rebuild_on_mismatch(tmp_path):
     assert changed.search("brand", 1)[0][0] == "d49"
     with pytest.raises(IndexBuildError, match="no readable"):
         BM25Index.load(tmp_path / "missing")
+
+
+def test_saved_matrix_is_scipys_layout_and_a_loaded_index_searches_without_scipy(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import scipy.sparse as sp
+
+    texts = ["sparse retrieval with bm25", "dense retrieval with vectors", "bm25 and bm25 again"]
+    ix = BM25Index(["a", "b", "c"], texts)
+    ix.save(tmp_path / "bm25")
+    m = sp.load_npz(tmp_path / "bm25" / "tf.npz")
+    assert m.format == "csc" and m.shape == ix.tf.shape
+    assert np.array_equal(m.toarray()[:, ix.vocab["bm25"]], [1.0, 0.0, 2.0])
+    code = (
+        "import json, sys\n"
+        "from rag.index.bm25 import BM25Index\n"
+        f"ix = BM25Index.load({str(tmp_path / 'bm25')!r})\n"
+        "hits = ix.search('bm25 retrieval', 3)\n"
+        "print(json.dumps([hits, any(m.split('.')[0] == 'scipy' for m in sys.modules)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    hits, scipy_loaded = json.loads(out.stdout)
+    assert [tuple(h) for h in hits] == ix.search("bm25 retrieval", 3)
+    assert not scipy_loaded

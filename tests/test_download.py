@@ -236,3 +236,33 @@ def test_metadata_by_id_list_goes_through_the_polite_client(fake, session):
     assert [(p.arxiv_id, p.version, p.title) for p in papers] == [("2401.00001", "v2", "First")]
     assert client.requests_sent == 1
     assert "id_list=2401.00001v2" in fake.requests[0].path
+
+
+def test_cached_file_hash_follows_every_write(tmp_path, monkeypatch):
+    import os
+
+    from rag.corpus.pdf_check import sha256_file_cached
+
+    import time
+
+    monkeypatch.setenv("RAG_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "a.pdf"
+    f.write_bytes(b"%PDF-1 one %%EOF")
+    assert sha256_file_cached(f) == hashlib.sha256(b"%PDF-1 one %%EOF").hexdigest()
+    assert not (tmp_path / "cache" / "file-sha").exists() or not any(
+        (tmp_path / "cache" / "file-sha").iterdir()
+    ), "a file changed just now is not memoised (its next write may share the clock tick)"
+    monkeypatch.setattr("rag.corpus.pdf_check.SETTLED_NS", 0)
+    first = sha256_file_cached(f)
+    assert first == hashlib.sha256(f.read_bytes()).hexdigest()
+    assert len(list((tmp_path / "cache" / "file-sha").glob("*.json"))) == 1
+    assert str(tmp_path) not in next((tmp_path / "cache" / "file-sha").glob("*.json")).read_text()
+    # same size, mtime put back: the write still moves ctime, so the memo is not trusted
+    st = f.stat()
+    time.sleep(0.05)  # past the file-time tick, so the write moves ctime
+    f.write_bytes(b"%PDF-1 two %%EOF")
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert sha256_file_cached(f) == hashlib.sha256(b"%PDF-1 two %%EOF").hexdigest() != first
+    # an unchanged file is answered from the memo, not re-read
+    monkeypatch.setattr("rag.corpus.pdf_check.sha256_file", lambda p: "re-read")
+    assert sha256_file_cached(f) == hashlib.sha256(b"%PDF-1 two %%EOF").hexdigest()

@@ -279,6 +279,26 @@ def test_load_parsed_caches_by_content_and_settings(tmp_cache, tmp_path):
     assert cache_key("a" * 64, ParseSettings()) != cache_key("a" * 64, ParseSettings(nfkc=False))
 
 
+def test_a_cached_parse_carries_its_content_hash_from_a_memo(tmp_cache, tmp_path):
+    import dataclasses
+
+    from rag.types import ParsedPaper
+
+    path = build_paper(tmp_path / "2101.00002.pdf")
+    first = load_parsed(path, "a" * 64, ParseSettings())
+    memo = next((tmp_cache / "parsed").glob("*.sha1"))
+    fresh = ParsedPaper.from_dict(first.to_dict())  # no hash remembered: computed from blocks
+    assert "known_sha1" not in first.to_dict() and fresh.known_sha1 is None
+    assert memo.read_text().strip() == fresh.content_sha1() == first.known_sha1
+    second = load_parsed(path, "a" * 64, ParseSettings())
+    assert second.known_sha1 == fresh.content_sha1()
+    edited = dataclasses.replace(fresh, blocks=fresh.blocks[1:])
+    assert edited.content_sha1() != fresh.content_sha1()  # the hash follows the blocks
+    memo.write_text("not a hash")  # a damaged memo is recomputed and rewritten
+    third = load_parsed(path, "a" * 64, ParseSettings())
+    assert third.known_sha1 == fresh.content_sha1() == memo.read_text().strip()
+
+
 def test_bench_parse_counts_pages(tmp_path, capsys):
     build_paper(tmp_path / "one.pdf")
     _corrupt(tmp_path / "two.pdf")

@@ -45,9 +45,9 @@ from rag.corpus.arxiv_client import (
     ArxivUnreachable,
     ClientSettings,
     pdf_problem,
-    sha256_file,
     unreachable_hint,
 )
+from rag.corpus.pdf_check import sha256_file_cached
 from rag.corpus.lock import file_lock, lock_path
 from rag.corpus.manifest import Paper, load_manifest, write_manifest
 from rag.corpus.titlecheck import check_title
@@ -290,7 +290,7 @@ def _from_disk(
             # Only verified files are moved into the cache, so this one was put there by hand.
             path.unlink()
         return None
-    sha = sha256_file(path)
+    sha = sha256_file_cached(path)
     changed = paper.sha256 is not None and sha != paper.sha256
     out = PaperOutcome(
         arxiv_id=paper.arxiv_id,

@@ -9,10 +9,10 @@ with the idf and epsilon floor of rank-bm25's ``BM25Okapi``::
 
 rank-bm25 scores every document in Python per query (~48 queries/s on SciFact).
 Deliberate difference: with b = 1 an empty document makes rank-bm25 divide 0 by 0 (NaN); here it
-scores 0. Here the per
-(document, term) factor is precomputed once in a scipy.sparse CSC matrix, so a query touches only
-the postings of its own terms; the arithmetic is done in the same order as rank-bm25, so the scores
-are bit-identical (``tests/test_bm25.py`` compares against rank-bm25 itself).
+scores 0. Here the per (document, term) factor is precomputed once in a compressed sparse column
+matrix, so a query touches only the postings of its own terms; the arithmetic is done in the same
+order as rank-bm25, so the scores are bit-identical (``tests/test_bm25.py`` compares against
+rank-bm25 itself).
 
 Query terms are summed once per occurrence (a repeated query word counts twice, as in rank-bm25).
 :func:`bm25_scores` is the same formula for a small collection scored once (the extractive
@@ -31,9 +31,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from dataclasses import dataclass
+from importlib.metadata import version as _dist_version
+
 import numpy as np
-import scipy
-import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag.errors import ConfigError, IndexBuildError, RetrievalError
@@ -199,7 +200,19 @@ def bm25_scores(
 
 
 def _library_versions() -> dict[str, str]:
-    return {"numpy": np.__version__, "scipy": scipy.__version__}
+    return {"numpy": np.__version__, "scipy": _dist_version("scipy")}
+
+
+@dataclass
+class Csc:
+    """A compressed sparse column matrix as its three arrays (scipy's CSC layout, row indices
+    sorted within each column). Scoring and loading need nothing more, so a search process never
+    imports scipy (a third of a second); building uses scipy.sparse to assemble it."""
+
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    shape: tuple[int, int]
 
 
 def corpus_fingerprint(ids: list[str], texts: list[str]) -> str:
@@ -273,15 +286,18 @@ class BM25Index:
                 "BM25Index: no document has a single term after tokenization; check the texts "
                 "and the tokenizer settings"
             )
-        tf = sp.csc_matrix(
+        import scipy.sparse as sp
+
+        m = sp.csc_matrix(
             (np.asarray(vals, dtype=np.float64), (rows, cols)), shape=(len(docs), len(vocab))
         )
+        m.sort_indices()
+        tf = Csc(m.data, m.indices, m.indptr, (int(m.shape[0]), int(m.shape[1])))
         self._set_state(vocab, tf, doc_len)
 
-    def _set_state(self, vocab: dict[str, int], tf: sp.csc_matrix, doc_len: np.ndarray) -> None:
+    def _set_state(self, vocab: dict[str, int], tf: Csc, doc_len: np.ndarray) -> None:
         s = self.settings
         n_docs = tf.shape[0]
-        tf.sort_indices()
         self._ranks: np.ndarray | None = None
         self.vocab = vocab
         self.tf = tf
@@ -301,7 +317,7 @@ class BM25Index:
         norm = s.k1 * (1 - s.b + s.b * doc_len.astype(np.float64) / self.avgdl)
         row_of = tf.indices
         w = tf.data * (s.k1 + 1) / (tf.data + norm[row_of])
-        self._weights = sp.csc_matrix((w, tf.indices, tf.indptr), shape=tf.shape)
+        self._weights = Csc(w, tf.indices, tf.indptr, tf.shape)
 
     # -- querying -----------------------------------------------------------------------------
 
@@ -352,7 +368,10 @@ class BM25Index:
         """Write ids, vocabulary, term frequencies, document lengths and metadata."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        sp.save_npz(d / "tf.npz", self.tf, compressed=False)
+        # the layout of scipy.sparse.save_npz, so scipy.sparse.load_npz reads it too
+        tf = self.tf
+        np.savez(d / "tf.npz", indices=tf.indices, indptr=tf.indptr, format=np.array(b"csc"),
+                 shape=np.array(tf.shape), data=tf.data)  # fmt: skip
         np.save(d / "doc_len.npy", self.doc_len)
         terms = sorted(self.vocab, key=self.vocab.__getitem__)
         (d / "vocab.json").write_text(json.dumps(terms, ensure_ascii=False))
@@ -381,7 +400,10 @@ class BM25Index:
         self.ids = json.loads((d / "ids.json").read_text())
         self.corpus_fp = meta["corpus_fingerprint"]
         terms = json.loads((d / "vocab.json").read_text())
-        tf = sp.csc_matrix(sp.load_npz(d / "tf.npz"))
+        with np.load(d / "tf.npz", allow_pickle=False) as z:
+            if z["format"].item() not in (b"csc", "csc"):
+                raise IndexBuildError(f"BM25 index at {d}: tf.npz is not a CSC matrix; rebuild it")
+            tf = Csc(z["data"], z["indices"], z["indptr"], tuple(int(x) for x in z["shape"]))
         self._set_state({t: j for j, t in enumerate(terms)}, tf, np.load(d / "doc_len.npy"))
         return self
 

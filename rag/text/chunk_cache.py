@@ -36,13 +36,7 @@ logger = logging.getLogger(__name__)
 
 def parsed_sha(parsed: ParsedPaper) -> str:
     """Content hash of a parsed paper (id, pages, status, blocks; not its parse time)."""
-    h = hashlib.sha1()
-    head = [parsed.paper_id, parsed.n_pages, parsed.status, parsed.error]
-    h.update(json.dumps(head, ensure_ascii=False).encode("utf-8"))
-    for b in parsed.blocks:
-        row = [b.page, b.kind, b.section, b.text, list(b.bbox)]
-        h.update(json.dumps(row, ensure_ascii=False).encode("utf-8"))
-    return h.hexdigest()
+    return parsed.content_sha1()
 
 
 def chunk_fingerprint(
