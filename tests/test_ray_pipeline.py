@@ -30,6 +30,7 @@ from rag.corpus import parse as parse_mod
 from rag.corpus.parse import ParseSettings
 from rag.index.build import index_corpus
 from rag.index.pipeline import pdf_files, run_pipeline
+from rag.index.ray_embed import RAY_LOCAL_ENV
 from rag.index.ray_pipeline import ChunkStage, EmbedStage, collect, input_rows, parse_row
 from rag.text.chunk import chunk_settings
 from tests.fakeembed import BowEmbedder
@@ -122,22 +123,26 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _ray_start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
-    """``ray start --block`` in its own process group, returned once the node is up."""
+def _ray_start(args: list[str], log: Path, env: dict[str, str], attempts: int = 3):
+    """``ray start --block`` in its own process group, returned once the node is up; retried,
+    since on a busy machine a node's raylet can give up waiting for its agent process."""
     ray_bin = str(Path(sys.executable).with_name("ray"))
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [ray_bin, "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1",
-             "--disable-usage-stats", f"--object-store-memory={100 * 2**20}", *args],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )  # fmt: skip
-    deadline = time.monotonic() + 180
-    while "Ray runtime started" not in log.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            _stop(proc)
-            pytest.fail(f"ray start failed:\n{log.read_text()[-3000:]}")
-        time.sleep(0.5)
-    return proc
+    for _ in range(attempts):
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [ray_bin, "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                 "--disable-usage-stats", f"--object-store-memory={100 * 2**20}", *args],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + 180
+        while "Ray runtime started" not in log.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        else:
+            return proc
+        _stop(proc)
+    pytest.fail(f"ray start failed {attempts} times:\n{log.read_text()[-3000:]}")
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -163,6 +168,7 @@ def cluster(tmp_path):
     temp = Path(tempfile.mkdtemp(prefix="rt"))  # short: Ray's socket paths sit under it
     env = {
         **os.environ,
+        **RAY_LOCAL_ENV,  # a busy machine's raylet can miss Ray's own 30 s start deadline
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_AUTH_MODE": "token",
         "RAY_AUTH_TOKEN": secrets.token_hex(32),
