@@ -182,23 +182,11 @@ class EmbedStage:
 def write_chunk_set(parsed: list[ParsedPaper], chunks: list[Any], settings: ChunkSettings) -> str:
     """Save the corpus chunk set where :func:`rag.text.chunk_cache.chunk_corpus` looks for it
     (same fingerprint, same metadata), unless it is there; returns the fingerprint."""
-    from rag.text.chunk import CHUNKER_VERSION, FORMAT_VERSION
-    from rag.text.chunk_cache import chunk_fingerprint, chunks_path, save_chunks
-    from rag.text.tokenize import tokenizer_id
+    from rag.text.chunk_cache import chunk_fingerprint, chunks_path, save_chunk_set
 
     fp = chunk_fingerprint(parsed, settings)
-    path = chunks_path(fp)
-    if not path.exists():
-        meta = {
-            "fingerprint": fp,
-            "chunker_version": CHUNKER_VERSION,
-            "format_version": FORMAT_VERSION,
-            "settings": settings.model_dump(mode="json", exclude={"index_hygiene"}),
-            "tokenizer": tokenizer_id(None),
-            "n_papers": len(parsed),
-            "n_chunks": len(chunks),
-        }
-        save_chunks(chunks, path, meta)
+    if not chunks_path(fp).exists():
+        save_chunk_set(chunks, fp, settings, n_papers=len(parsed))
     return fp
 
 

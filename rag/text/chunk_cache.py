@@ -134,14 +134,27 @@ def chunk_corpus(
         )
         chunks.extend(chunker.chunk(pt, p.paper_id))
     if use_cache:
-        meta = {
-            "fingerprint": fp,
-            "chunker_version": CHUNKER_VERSION,
-            "format_version": FORMAT_VERSION,
-            "settings": s.model_dump(mode="json", exclude={"index_hygiene"}),
-            "tokenizer": tokenizer_id(tok),
-            "n_papers": len(ok),
-            "n_chunks": len(chunks),
-        }
-        save_chunks(chunks, path, meta)
+        save_chunk_set(chunks, fp, s, n_papers=len(ok), tokenizer=tok)
     return chunks
+
+
+def save_chunk_set(
+    chunks: Sequence[Chunk],
+    fingerprint: str,
+    settings: ChunkSettings,
+    *,
+    n_papers: int,
+    tokenizer: Tokenizer | None = None,
+) -> Path:
+    """Store a corpus chunk set under ``fingerprint`` with the metadata :func:`chunk_corpus`
+    writes, so a chunk set made elsewhere (the Ray pipeline) is the same file."""
+    meta = {
+        "fingerprint": fingerprint,
+        "chunker_version": CHUNKER_VERSION,
+        "format_version": FORMAT_VERSION,
+        "settings": settings.model_dump(mode="json", exclude={"index_hygiene"}),
+        "tokenizer": tokenizer_id(tokenizer),
+        "n_papers": n_papers,
+        "n_chunks": len(chunks),
+    }
+    return save_chunks(chunks, chunks_path(fingerprint), meta)
