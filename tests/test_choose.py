@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from rag.errors import ConfigError
-from rag.index.choose import FLAT_NS_PER_VECTOR, IVF_NPROBE, choose_index, predicted_memory
+from rag.index.choose import (
+    FLAT_NS_PER_VECTOR,
+    IVF_NPROBE,
+    PQ_NPROBE,
+    PQ_REFINE_K_FACTOR,
+    choose_index,
+    predicted_memory,
+)
 from rag.index.dense import DenseIndex, effective_nlist
 
 #: the largest n whose predicted one-thread exact query fits 10 ms (from the rule's constant)
@@ -25,6 +32,7 @@ FLAT_LIMIT = int(10e6 / FLAT_NS_PER_VECTOR)
         (FLAT_LIMIT + 1, "ivf_flat"),  # exact search would exceed 10 ms
         (155_790, "ivf_flat"),  # 30x
         (519_300, "ivf_flat"),  # 100x: the raw vectors (761 MB) fit 1 GB
+        (5_193_000, "ivf_pq"),  # 1,000x: the raw vectors (7.4 GB) stay on disk for the re-rank
     ],
 )
 def test_choice_by_size(n, kind):
@@ -47,6 +55,20 @@ def test_memory_budget_moves_the_choice_down_faiss_s_ladder():
     assert (
         choose_index(n, latency_budget_ms=1000, memory_budget_bytes=4 << 30).settings.kind == "flat"
     )
+
+
+def test_pq_rung_is_the_configuration_measured_at_1000x():
+    n = 5_193_000
+    c = choose_index(n, 384)
+    s = c.settings
+    assert (s.kind, s.nlist, s.nprobe, s.pq_m) == ("ivf_pq", round(math.sqrt(n)), PQ_NPROBE, 48)
+    assert c.refine_k_factor == PQ_REFINE_K_FACTOR > 1 and c.disk_bytes == n * 384 * 4
+    assert c.memory_bytes == n * (48 + 8) + round(math.sqrt(n)) * 384 * 4  # codes, ids, centroids
+    d = c.as_dict()
+    assert d["refine_k_factor"] == PQ_REFINE_K_FACTOR and d["disk_bytes"] == n * 384 * 4
+    # the rungs above keep their keys: no re-rank, nothing on disk
+    assert "refine_k_factor" not in choose_index(519_300).as_dict()
+    assert "disk_bytes" not in choose_index(5_193).as_dict()
 
 
 def test_predicted_memory_orders_kinds_and_rejects_unknown():
