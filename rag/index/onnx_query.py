@@ -274,7 +274,10 @@ class OnnxQueryEncoder:
         os.replace(tmp, _record_path(self.path))
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """(n, dim) float32 unit vectors, one text at a time (queries come one by one)."""
+        """(n, dim) float32 unit vectors, one text at a time: a batched run gives a text other
+        bytes than it gets alone (the mean pooling's ``ReduceSum`` sums a batch of one in another
+        order), and saves little CPU, since one query's matrix products already keep a core busy
+        (``outputs/bench/query_batching.json``)."""
         rows = []
         for t in texts:
             feats = self._features(t)

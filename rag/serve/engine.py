@@ -4,7 +4,8 @@ One :class:`Lab` holds the components the report measures (the profile's embedde
 indexes, reranker, retrievers built by :func:`rag.retrieval.retrievers.build_retriever`, context
 assembly and answerers of notebook 05, the offline judge) so ``rag ask``, ``POST /ask`` and the
 notebooks answer the same question the same way. Chat models are shared and used under a lock:
-the local model is not thread-safe, and the service runs requests on a thread pool.
+the local model is not thread-safe, and the service runs requests on a thread pool. Query
+encodings of concurrent requests may share one encoder call (:mod:`rag.serve.batching`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from rag.ir import Reranker
 from rag.llm.base import ChatModel, Completion
 from rag.retrieval.retrievers import RETRIEVER_NAMES, Components, RetrievalSettings, build_retriever
 from rag.retrieval.rewrite import LLMRewriter, Rewrite, rewrite
+from rag.serve.batching import BatchedQueries, BatchSettings, batched
 from rag.serve.config import LabSettings, ServeSettings
 from rag.serve.index import ServedIndex
 from rag.types import Hit
@@ -106,6 +108,7 @@ class Lab:
         chat_model: ``name -> ChatModel`` (default :func:`rag.llm.factory.make_chat_model` with
             the project's cache); injected by tests.
         judge: an answer judge (default: the report's offline judge, loaded on first use).
+        batching: how concurrent queries share encoder calls (None: one at a time).
     """
 
     def __init__(
@@ -116,14 +119,22 @@ class Lab:
         reranker: Reranker | None = None,
         chat_model: Callable[[str], ChatModel] | None = None,
         judge: Any = None,
+        batching: BatchSettings | None = None,
     ) -> None:
         self.settings, self.index = settings, index
+        #: the index's embedder, its query encodings batched when ``batching`` allows
+        self.queries = batched(index.embedder, batching)
         self._reranker, self._judge = reranker, judge
         self._chat_factory = chat_model
         self._models: dict[str, ChatModel] = {}
         self._llm_lock = threading.Lock()
         self._load_lock = threading.Lock()
         self.extractive = ExtractiveAnswerer()
+
+    def close(self) -> None:
+        """Stop the query batcher, if any (queued queries are encoded first)."""
+        if isinstance(self.queries, BatchedQueries):
+            self.queries.close()
 
     # -- components ----------------------------------------------------------------------------
 
@@ -178,7 +189,7 @@ class Lab:
         snap = self.index.snapshot
         needs_llm = name == "hyde" or (name == "multi-query" and s.variants == "llm")
         comps = Components(
-            store=snap.store, embedder=self.index.embedder, dense_index=snap.dense,
+            store=snap.store, embedder=self.queries, dense_index=snap.dense,
             bm25_index=snap.bm25, reranker=self.reranker() if name == "rerank" else None,
             llm=self.chat_model(s.llm_model, "retriever") if needs_llm else None,
         )  # fmt: skip
@@ -340,9 +351,11 @@ def load_lab(
     settings: LabSettings,
     serve: ServeSettings,
     status: Callable[[str], None] = lambda s: None,
+    batching: BatchSettings | None = None,
 ) -> Lab:
     """Build or load the corpus (cached parse), index (cached build), served index and query
-    encoder. ``status`` receives "index loading" and "model loading" for ``/ready``.
+    encoder. ``status`` receives "index loading" and "model loading" for ``/ready``; ``batching``
+    is the service's (:class:`Lab`; None for a command that asks one question).
 
     The rerank row's reranker, the judge and chat models load on first use (:class:`Lab`): the
     default retriever needs none of them, and expanding e5-small's weights to fp32 takes seconds
@@ -362,6 +375,6 @@ def load_lab(
     titles = {p.arxiv_id: p.title for p in papers}
     served = ServedIndex(index_dir(settings, serve), base, titles, chunking)
     status("model loading")
-    lab = Lab(settings, served)
+    lab = Lab(settings, served, batching=batching)
     lab.search("warm up the query encoder", 1)
     return lab

@@ -1,0 +1,1 @@
+"""query_batching: see README.md; run as ``python -m experiments.query_batching.run``."""
