@@ -202,6 +202,7 @@ DOCS = (
     ("serve.md", "rag ask / search / chat / serve: the same components as a service"),
     ("lab.md", "from rag import Lab: the lab in a notebook; the report as Markdown posts"),
     ("mcp.md", "rag mcp: the lab's paper tools for Claude Desktop, VS Code or any MCP client"),
+    ("scale.md", "past one machine: the pipeline on Ray, 1,000x search, a plan for all of arXiv"),
 )
 
 
