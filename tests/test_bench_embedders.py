@@ -41,3 +41,37 @@ def test_published_numbers_name_their_source_file():
         assert "embeddings-benchmark/results: results/" in p["source"]
         assert "SciFact.json" in p["source"]
         assert PUBLISHED_LABELS[name].startswith(f"{p['ndcg@10']:.3f}")
+
+
+def test_a_part_run_alone_keeps_the_other_part_and_refuses_unknown_parts(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    import pytest
+
+    from rag.bench import embedders as bench
+
+    fp = {"value": "model-a"}
+    monkeypatch.setattr(bench, "_Data", lambda: None)
+    monkeypatch.setattr(
+        "rag.index.embed.load_embedder", lambda name: SimpleNamespace(fingerprint=fp["value"])
+    )
+    monkeypatch.setattr(bench, "_scifact", lambda data, emb: {"dense": {"ndcg@10": {"mean": 0.7}}})
+    per_q = {"dense": {"q1": 0.5}, "hybrid": {"q1": 0.6}}
+    metrics = {"dense": {"ndcg@10": {"mean": 0.3}}, "hybrid": {"ndcg@10": {"mean": 0.4}}}
+    monkeypatch.setattr(
+        bench, "_corpus", lambda data, emb: ({"metrics": metrics, "costs": {"dim": 8}}, per_q)
+    )
+    out = tmp_path / "e.json"
+    bench.run(["m"], out, ["scifact"])
+    bench.run(["m"], out, ["corpus"])
+    e = json.loads(out.read_text())["embedders"]["m"]
+    assert e["scifact"]["dense"]["ndcg@10"]["mean"] == 0.7  # kept from the first run
+    assert e["corpus_gold_chunk"] == metrics and e["costs"] == {"dim": 8}
+    assert set(e["seconds"]) == {"scifact", "corpus"}
+    fp["value"] = "model-b"  # another model under the same name: nothing of model-a is kept
+    bench.run(["m"], out, ["scifact"])
+    doc = json.loads(out.read_text())
+    assert "corpus_gold_chunk" not in doc["embedders"]["m"] and "m" not in doc["_per_question"]
+    with pytest.raises(ValueError, match="parts must be among"):
+        bench.run(["m"], out, ["scifcat"])
