@@ -240,10 +240,9 @@ def test_metadata_by_id_list_goes_through_the_polite_client(fake, session):
 
 def test_cached_file_hash_follows_every_write(tmp_path, monkeypatch):
     import os
+    import time
 
     from rag.corpus.pdf_check import sha256_file_cached
-
-    import time
 
     monkeypatch.setenv("RAG_CACHE_DIR", str(tmp_path / "cache"))
     f = tmp_path / "a.pdf"

@@ -215,6 +215,7 @@ def bench_bm25(texts: list[str], queries: list[str], scale: int, k: int = 10) ->
     return {
         "scale": scale, "n": len(ids), "build_s": round(build_s, 2),
         "memory_mb": round(mem / 2**20, 1), "bytes_per_doc": round(mem / len(ids), 1),
+        "postings": len(bm25.tf.data),
         "p50_ms": _pct(wall, 50), "p95_ms": _pct(wall, 95), "p50_cpu_ms": _pct(cpu, 50),
     }  # fmt: skip
 

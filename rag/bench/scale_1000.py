@@ -340,28 +340,18 @@ def bench_dense_file(
 
 
 def _bm25_child(texts: list[str], queries: list[str], scale: int, k: int) -> dict[str, Any]:
-    """One BM25 size in a fresh process: build s, peak RSS above the start, index bytes, p50."""
-    from rag.index.bm25 import BM25Index
+    """One BM25 size in a fresh process: the 1×–100× bench's row plus peak RSS above the start."""
+    from rag.bench.scale import bench_bm25
 
     base = _rss()["VmRSS"]
     _reset_peak_rss()
-    ids = [f"{i}#{r}" for r in range(scale) for i in range(len(texts))]
-    t0 = time.perf_counter()
-    bm25 = BM25Index(ids, texts * scale)
-    build_s = time.perf_counter() - t0
+    row = bench_bm25(texts, queries, scale, k)
     peak = _rss()["VmHWM"]
-    mem = bm25.tf.data.nbytes + bm25.tf.indices.nbytes + bm25._weights.data.nbytes
-    wall, cpu = [], []
-    for q in queries:
-        t0, c0 = time.perf_counter(), time.process_time()
-        bm25.search(q, k)
-        wall.append((time.perf_counter() - t0) * 1e3)
-        cpu.append((time.process_time() - c0) * 1e3)
     return {
-        "scale": scale, "n": len(ids), "build_s": round(build_s, 2),
+        "scale": scale, "n": row["n"], "build_s": row["build_s"],
         "build_peak_rss_mb": round((peak - base) / 2**20, 1),
-        "index_mb": round(mem / 2**20, 1), "postings": len(bm25.tf.data),
-        "p50_ms": _pct(wall, 50), "p95_ms": _pct(wall, 95), "p50_cpu_ms": _pct(cpu, 50),
+        "index_mb": row["memory_mb"], "postings": row["postings"],
+        "p50_ms": row["p50_ms"], "p95_ms": row["p95_ms"], "p50_cpu_ms": row["p50_cpu_ms"],
     }  # fmt: skip
 
 

@@ -47,9 +47,9 @@ from rag.corpus.arxiv_client import (
     pdf_problem,
     unreachable_hint,
 )
-from rag.corpus.pdf_check import sha256_file_cached
 from rag.corpus.lock import file_lock, lock_path
 from rag.corpus.manifest import Paper, load_manifest, write_manifest
+from rag.corpus.pdf_check import sha256_file_cached
 from rag.corpus.titlecheck import check_title
 from rag.errors import ConfigError, DownloadError, RagError, WrongPaperError
 from rag.paths import cache_dir, default_mirror, display

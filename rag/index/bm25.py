@@ -28,11 +28,10 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, Literal
-
 from dataclasses import dataclass
 from importlib.metadata import version as _dist_version
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field

@@ -39,17 +39,22 @@ def _make(spec: EmbedderSpec) -> Embedder:
     return load_embedder(spec) if isinstance(spec, str) else spec()
 
 
+def actor_embedder(spec: EmbedderSpec, threads: int) -> Embedder:
+    """The embedder an actor loads once, with torch (when present) held to ``threads``."""
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except ImportError:  # embedders without torch (tests) need no thread setting
+        pass
+    return _make(spec)
+
+
 class EmbedActor:
     """A Ray Data actor: loads the embedder once, then encodes one block of texts per call."""
 
     def __init__(self, spec: EmbedderSpec, threads: int) -> None:
-        try:
-            import torch
-
-            torch.set_num_threads(threads)
-        except ImportError:  # embedders without torch (tests) need no thread setting
-            pass
-        self.embedder = _make(spec)
+        self.embedder = actor_embedder(spec, threads)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         """Vectors per block; a block whose encoding raises comes back with no vectors and its

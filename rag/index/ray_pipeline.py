@@ -44,7 +44,7 @@ import numpy as np
 
 from rag import paths
 from rag.index.embed_cache import _lookup, _open_cache, cache_path, embed_texts, text_key
-from rag.index.ray_embed import EmbedderSpec, _make, init_ray, machine_plan
+from rag.index.ray_embed import EmbedderSpec, actor_embedder, init_ray, machine_plan
 
 if TYPE_CHECKING:
     from rag.corpus.parse import ParseSettings
@@ -142,13 +142,7 @@ class EmbedStage:
     """Stage 3: vectors for the kept texts the embedding cache does not hold yet."""
 
     def __init__(self, spec: EmbedderSpec, threads: int) -> None:
-        try:
-            import torch
-
-            torch.set_num_threads(threads)
-        except ImportError:  # embedders without torch (tests) need no thread setting
-            pass
-        self.embedder = _make(spec)
+        self.embedder = actor_embedder(spec, threads)
         self.dim = int(self.embedder.dim)
 
     def _cached(self, keys: list[bytes]) -> set[bytes]:
