@@ -16,7 +16,7 @@ README numbers not checked, and why:
   the search row credits ``03_index``, while its hybrid and HyDE p50 come from
   ``04_retrieval/metrics.json`` (03 times dense and BM25 only); they are checked there.
 
-Every other number of the table is in :data:`rag.report.readme_numbers.README_CLAIMS`, and
+Every other number of the table is in :data:`rag.report.readme_claims.README_CLAIMS`, and
 :func:`test_every_results_number_is_checked_or_listed` fails on a number added without a source.
 """
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from rag import paths
-from rag.report.readme_numbers import Problem, readme_problems, uncovered_numbers
+from rag.report.readme_claims import readme_problems, uncovered_numbers
+from rag.report.readme_numbers import Problem
 from rag.scrub import scrub, strip_ansi
 
 #: The tag papermill gives the cell of parameters it inserts.
