@@ -97,12 +97,11 @@ def test_a_call_holds_at_most_max_batch_texts_and_a_caller_keeps_its_texts_toget
 def test_a_lone_caller_is_encoded_at_once_whatever_the_window():
     enc = Recorder()
     b = QueryBatcher(enc, BatchSettings(max_batch=16, max_wait_ms=20))
-    t0 = time.perf_counter()
     for _ in range(20):
         b.encode(["alone"])
-    per_call_ms = (time.perf_counter() - t0) / 20 * 1000
+    # no call waited for the window (the batcher counts each wait it makes); its cost for a lone
+    # caller is measured by python -m rag.bench.serve, not asserted here
     assert b.windows == 0 and b.calls == 20
-    assert per_call_ms < 20, f"a lone caller took {per_call_ms:.1f} ms a call (window 20 ms)"
     b.close()
 
 
