@@ -267,11 +267,24 @@ def test_the_committed_pin_is_what_notebook_05_would_use_on_the_default_profile(
     """The inputs the default profile computes today (corpus, gold, held-out questions, index,
     embedder, judge, settings, code version) are those the committed pin was chosen on, so 05
     takes its calibration; after a change to any of them this fails until `make calibrate`."""
+    import re
+
     from rag.report.calibrate import profile_inputs
 
-    found = calibrate_pin.lookup(profile_inputs("default"))
-    assert found.calibration is not None, found.note
+    inputs = profile_inputs("default")
     doc = json.loads(calibrate_pin.pin_path().read_text(encoding="utf-8"))
+    found = calibrate_pin.lookup(inputs)
+    if calibrate_pin.differing_inputs(inputs, doc["inputs"]) == ["embedder"]:
+        # A CPU without bf16 embeds the passages in fp32 (the fingerprint's ``passages=`` part),
+        # so its vectors, and the calibration, may differ: 05 must refit, naming why. Any other
+        # difference of the embedder is a stale pin.
+        def backend_free(fingerprint: str) -> str:
+            return re.sub(r"\|passages=[^|]*", "", fingerprint)
+
+        assert backend_free(inputs["embedder"]) == backend_free(doc["inputs"]["embedder"])
+        assert found.calibration is None and "embedder" in found.note
+        pytest.skip("this CPU embeds passages otherwise (bf16 vs fp32); the pin does not apply here")
+    assert found.calibration is not None, found.note
     assert found.calibration.to_metrics() == {k: v for k, v in doc.items() if k != "inputs"}
     assert found.calibration.n == doc["inputs"]["held_out_n"]
 
