@@ -283,7 +283,7 @@ def test_the_committed_pin_is_what_notebook_05_would_use_on_the_default_profile(
 
         assert backend_free(inputs["embedder"]) == backend_free(doc["inputs"]["embedder"])
         assert found.calibration is None and "embedder" in found.note
-        pytest.skip("this CPU embeds passages otherwise (bf16 vs fp32); the pin does not apply here")
+        pytest.skip("this CPU embeds passages otherwise (bf16 vs fp32): the pin does not apply")
     assert found.calibration is not None, found.note
     assert found.calibration.to_metrics() == {k: v for k, v in doc.items() if k != "inputs"}
     assert found.calibration.n == doc["inputs"]["held_out_n"]
