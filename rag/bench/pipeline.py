@@ -5,15 +5,15 @@
 once serially, once as the Ray Data job on a local Ray with every CPU of the machine. It writes
 ``outputs/bench/pipeline.json``: per engine and stage (parse: PDFs, chunk: chunks, embed:
 passages) the items, the seconds the stage ran, items per second and items per core-second, the
-wall time with and without Ray's start-up, the load average before and after each arm, and how far
-the Ray job's MiniLM vectors are from the serial path's (the stages embed per paper, the serial
+wall time with and without Ray's start-up, ``os.getloadavg()`` before and after each arm, and how
+far the Ray job's MiniLM vectors are from the serial path's (the stages embed per paper, the serial
 path over the whole corpus: batch padding differs).
 
 Stage seconds mean two things: serially, the wall time of the stage (one stage at a time, all
 cores its own); on Ray, the seconds the stage's workers were busy, summed over workers while the
 stages overlap. Per core: parse and chunk use one thread per worker, embedding the torch threads
-of its process. The wall times measure whatever else runs on the machine, so the load average is
-recorded beside them.
+of its process. Wall times include any other process on the cores, which is why
+``os.getloadavg()`` is recorded beside them.
 """
 
 from __future__ import annotations
