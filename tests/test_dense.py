@@ -138,6 +138,32 @@ def test_ivf_scanning_every_cell_is_exact_and_nprobe_matters(clustered):
         DenseIndex(ids, vecs, kind="ivf_pq", pq_m=5)
 
 
+def test_pq_exact_rerank_restores_recall_and_scores(tmp_path, clustered):
+    ids, vecs, queries = clustered
+    codes = {"nprobe": 8, "pq_m": 8, "pq_nbits": 4}  # 4-byte codes: too coarse to order neighbours
+    plain = DenseIndex(ids, vecs, kind="ivf_pq", **codes)
+    refined = DenseIndex(ids, vecs, kind="ivf_pq", refine_k_factor=16, **codes)
+    r_plain, r_refined = (_brute_recall(i, vecs, queries) for i in (plain, refined))
+    assert r_plain < 0.9 and r_refined >= 0.95 and r_refined > r_plain
+    for q, hits in zip(queries, refined.search(queries, 10), strict=True):
+        exact = {i: float(v) for i, v in zip(ids, vecs @ q, strict=True)}
+        assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+        assert all(s == pytest.approx(exact[i], abs=1e-5) for i, s in hits)  # not PQ estimates
+    refined.save(tmp_path / "pq")
+    back = DenseIndex.load(tmp_path / "pq")
+    assert isinstance(back.vectors.base, np.memmap) or isinstance(back.vectors, np.memmap)
+    assert back.search(queries, 10) == refined.search(queries, 10)
+    assert back.settings.refine_k_factor == 16
+
+
+def test_refine_k_factor_is_pq_only_and_absent_from_default_dumps():
+    assert "refine_k_factor" not in DenseSettings().model_dump()  # cache keys stay as they were
+    assert "refine_k_factor" not in DenseSettings(kind="ivf_pq").model_dump_json()
+    assert DenseSettings(kind="ivf_pq", refine_k_factor=4).model_dump()["refine_k_factor"] == 4
+    with pytest.raises(ValueError, match="ivf_pq"):
+        DenseSettings(kind="ivf_flat", refine_k_factor=4)
+
+
 @pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf_flat", "ivf_pq"])
 def test_save_load_roundtrip(tmp_path, clustered, kind):
     ids, vecs, queries = clustered

@@ -49,6 +49,7 @@ from rag.bench.scale import _pct, _save, recall_at_k
 from rag.errors import ConfigError, IndexBuildError
 from rag.index.choose import pq_nlist
 from rag.index.dense import MAX_POINTS_PER_CENTROID, effective_nlist, train_quantizer
+from rag.index.vectors import exact_rescore
 
 logger = logging.getLogger(__name__)
 
@@ -231,8 +232,7 @@ def refine_search(
     d, i = index.search(q, k * k_factor)
     if k_factor == 1:
         return d[0], i[0]
-    rows = np.sort(i[0][i[0] >= 0])  # file order: fewer page faults
-    s = vecs[rows] @ q[0]
+    rows, s = exact_rescore(vecs, i[0], q[0])
     top = np.lexsort((rows, -s))[:k]
     return s[top], rows[top]
 

@@ -18,9 +18,9 @@ this project's targets (recall@10 ≥ 0.95 against exact, p50 ≤ 10 ms on one t
    ``outputs/bench/scale_1000.json``) nlist = √N, nprobe 16 and 256 × k candidates gave recall@10
    0.973 at p50 6.3 ms on one thread with the vectors in the OS page cache, 149 ms reading every
    candidate from disk (64 × k: 0.899). The cells are √N there, not 4·√N: the coarse assignment
-   costs N × nlist × dim, and one thread built the √N cells in 7 min. The
-   re-rank is :func:`rag.bench.scale_1000.refine_search`; :class:`~rag.index.dense.DenseIndex`
-   builds only the IVF-PQ part, in RAM from all vectors.
+   costs N × nlist × dim, and one thread built the √N cells in 7 min. The re-rank is
+   ``DenseSettings.refine_k_factor``: :class:`~rag.index.dense.DenseIndex` builds the IVF-PQ part
+   in RAM from all vectors, and a saved one memory-maps its raw vectors when loaded.
 
 HNSW is not on the ladder, by measurement: with faiss's efConstruction=40 its recall@10 fell as
 the corpus grew (M=16, efSearch=64: 0.99 at 1×, 0.94 at 10×, 0.79 at 30×, 0.52 at 100×; even
@@ -63,10 +63,13 @@ class IndexChoice:
     settings: DenseSettings
     memory_bytes: int
     reason: str
-    #: IVF-PQ: PQ candidates per result re-scored exactly (0: no re-rank).
-    refine_k_factor: int = 0
     #: raw vectors kept on disk, memory-mapped for the re-rank (0: none).
     disk_bytes: int = 0
+
+    @property
+    def refine_k_factor(self) -> int:
+        """IVF-PQ: PQ candidates per result re-scored exactly (0: no re-rank)."""
+        return self.settings.refine_k_factor
 
     def as_dict(self) -> dict[str, Any]:
         keep = {
@@ -146,12 +149,17 @@ def choose_index(
         )
     pq_m, pq_cells = dim // 8, effective_nlist(n, pq_nlist(n))
     return IndexChoice(
-        DenseSettings(kind="ivf_pq", nlist=pq_cells, nprobe=min(PQ_NPROBE, pq_cells), pq_m=pq_m),
+        DenseSettings(
+            kind="ivf_pq",
+            nlist=pq_cells,
+            nprobe=min(PQ_NPROBE, pq_cells),
+            pq_m=pq_m,
+            refine_k_factor=PQ_REFINE_K_FACTOR,
+        ),
         predicted_memory("ivf_pq", n, dim, pq_m=pq_m),
         f"the raw {n:,} vectors ({mem['flat'] / 2**20:.0f} MB) exceed {budget_mb:.0f} MB: IVF-PQ "
         f"with {pq_m} bytes/vector in RAM, nlist=√N={pq_cells}, nprobe={PQ_NPROBE}, and the top "
         f"{PQ_REFINE_K_FACTOR}×k candidates re-ranked against the raw vectors memory-mapped "
         "from disk (the 1,000× benchmark)",
-        refine_k_factor=PQ_REFINE_K_FACTOR,
         disk_bytes=mem["flat"],
     )

@@ -9,7 +9,9 @@ Vectors are L2-normalised by the embedders, so inner product is cosine similarit
 - ``ivf_flat``: k-means cells, ``nprobe`` of ``nlist`` scanned exactly (Jégou et al., "Product
   quantization for nearest neighbor search", TPAMI 2011, the inverted file part);
 - ``ivf_pq``: the same cells with vectors compressed to ``pq_m`` bytes (product quantisation of the
-  residuals, same paper).
+  residuals, same paper); with ``refine_k_factor`` > 1 the top ``refine_k_factor × k`` PQ
+  candidates are re-scored exactly against the raw vectors, which a loaded index memory-maps from
+  ``vectors.npy`` instead of reading into RAM.
 
 IVF k-means is trained on a fixed-seed sample, so rebuilds give the same cells. Their recall
 against exact search is measured by :meth:`DenseIndex.recall_vs_exact`; the exact ``IndexFlatIP``
@@ -21,7 +23,6 @@ and :data:`FORMAT_VERSION`; :func:`load_or_build` rebuilds when any of them chan
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -31,9 +32,10 @@ from typing import Any, Literal
 
 import faiss
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from rag.errors import IndexBuildError, RetrievalError
+from rag.index.vectors import exact_rescore, vectors_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,23 @@ class DenseSettings(BaseModel):
     pq_m: int = Field(48, ge=1, description="IVF-PQ: sub-quantisers = bytes per vector.")
     pq_nbits: int = Field(8, ge=4, le=12, description="IVF-PQ: bits per sub-quantiser code.")
     train_seed: int = Field(1234, description="IVF: seed of the k-means training sample.")
+    refine_k_factor: int = Field(
+        0, ge=0, le=4096, description="IVF-PQ: candidates per result re-scored exactly (0: none)."
+    )
+
+    @model_validator(mode="after")
+    def _refine_needs_pq(self) -> DenseSettings:
+        if self.refine_k_factor and self.kind != "ivf_pq":
+            raise ValueError(f"refine_k_factor applies to kind 'ivf_pq' only, not {self.kind!r}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        # without a re-rank the dump (and so every cache key built from it) is the field-less one
+        out = handler(self)
+        if not self.refine_k_factor:
+            out.pop("refine_k_factor", None)
+        return out
 
 
 #: faiss wants at least this many training points per k-means centroid (it warns below 39).
@@ -92,14 +111,6 @@ def effective_nlist(n: int, nlist: int = 0) -> int:
 def library_versions() -> dict[str, str]:
     """faiss and numpy versions, recorded in saved indexes."""
     return {"faiss": faiss.__version__, "numpy": np.__version__}
-
-
-def vectors_fingerprint(ids: list[str], vectors: np.ndarray) -> str:
-    """sha256 of ids and vector bytes: identifies exactly what was indexed."""
-    h = hashlib.sha256()
-    h.update(json.dumps(ids).encode())
-    h.update(np.ascontiguousarray(vectors, dtype=np.float32).tobytes())
-    return h.hexdigest()
 
 
 def ivf_train_sample(vectors: np.ndarray, centroids: int, seed: int) -> np.ndarray:
@@ -212,6 +223,7 @@ class DenseIndex:
         pq_m: int = 48,
         pq_nbits: int = 8,
         train_seed: int = 1234,
+        refine_k_factor: int = 0,
         embedder_fingerprint: str = "",
         chunk_fingerprint: str = "",
     ) -> None:
@@ -225,6 +237,7 @@ class DenseIndex:
             pq_m=pq_m,
             pq_nbits=pq_nbits,
             train_seed=train_seed,
+            refine_k_factor=refine_k_factor,
         )
         if kind == "ivf_pq" and vectors.shape[-1] % pq_m:
             raise IndexBuildError(
@@ -343,12 +356,15 @@ class DenseIndex:
         if self._ann is None:
             return self._exact_search(q, k)
         k = min(k, len(self.ids))
-        scores, idx = self._ann.search(q, k)
+        refine = self.settings.refine_k_factor
+        scores, idx = self._ann.search(q, k * refine if refine > 1 else k)
         out = []
-        for s, ix in zip(scores, idx, strict=True):
-            ok = ix >= 0
-            s, ix = s[ok], ix[ok]
-            order = np.lexsort((self._rank[ix], -s))
+        for row, (s, ix) in enumerate(zip(scores, idx, strict=True)):
+            if refine > 1:
+                ix, s = exact_rescore(self.vectors, ix, q[row])
+            else:
+                s, ix = s[ix >= 0], ix[ix >= 0]
+            order = np.lexsort((self._rank[ix], -s))[:k]
             out.append([(self.ids[ix[i]], float(s[i])) for i in order])
         return out
 
@@ -403,7 +419,9 @@ class DenseIndex:
         try:
             meta = json.loads((d / "meta.json").read_text())
             ids = json.loads((d / "ids.json").read_text())
-            vectors = np.load(d / "vectors.npy")
+            # IVF-PQ keeps its raw vectors on disk: only its codes are meant to be in RAM
+            pq = (meta.get("settings") or {}).get("kind") == "ivf_pq"
+            vectors = np.load(d / "vectors.npy", mmap_mode="r" if pq else None)
         except (OSError, ValueError) as e:
             raise IndexBuildError(f"no readable dense index at {d}: {e}; build it first") from e
         want: dict[str, Any] = {"format_version": FORMAT_VERSION, "versions": library_versions()}
