@@ -69,6 +69,7 @@ def test_a_part_run_alone_keeps_the_other_part_and_refuses_unknown_parts(tmp_pat
     assert e["scifact"]["dense"]["ndcg@10"]["mean"] == 0.7  # kept from the first run
     assert e["corpus_gold_chunk"] == metrics and e["costs"] == {"dim": 8}
     assert set(e["seconds"]) == {"scifact", "corpus"}
+    assert set(e["cpu"]) == {"scifact", "corpus"} and "bf16" in e["cpu"]["corpus"]  # per part
     fp["value"] = "model-b"  # another model under the same name: nothing of model-a is kept
     bench.run(["m"], out, ["scifact"])
     doc = json.loads(out.read_text())

@@ -207,6 +207,7 @@ def run(embedders: Sequence[str], out: Path, parts: Sequence[str] = PARTS) -> di
     if unknown or not parts:
         raise ValueError(f"parts must be among {PARTS}, got {list(parts)!r}")
     from rag.index.embed import load_embedder
+    from rag.report.runner import cpu_family
 
     data = _Data()
     doc = _load(out)
@@ -238,6 +239,9 @@ def run(embedders: Sequence[str], out: Path, parts: Sequence[str] = PARTS) -> di
         seconds = dict(held["seconds"]) if isinstance(held.get("seconds"), dict) else {}
         seconds["+".join(parts)] = round(time.perf_counter() - t0, 1)
         entry["seconds"] = seconds
+        # each part names the CPU it ran on: MiniLM's passages are bf16 only where the CPU has it
+        cpus = dict(held["cpu"]) if isinstance(held.get("cpu"), dict) else {}
+        entry["cpu"] = cpus | {part: cpu_family() for part in parts}
         entry["load_average"] = [round(x, 2) for x in os.getloadavg()]
         doc["embedders"][name] = entry
         doc["_per_question"] = per_q_all
