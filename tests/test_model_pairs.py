@@ -108,3 +108,27 @@ def test_holm_runs_within_each_metric_over_the_pairs():
     t = paired_models({"base": base, **rows}, [("m0", "base"), ("m1", "base")], ["faithfulness"])
     p, holm = t["p_value"].tolist(), t["p_holm"].tolist()
     assert sorted(holm) == sorted([min(1.0, 2 * min(p)), max(min(1.0, 2 * min(p)), max(p))])
+
+
+def test_traces_of_the_published_qwen_page_reproduce_its_paired_table(capsys):
+    """The post-hoc pairing reads the committed traces and gives the notebook's own table back."""
+    import json
+    from pathlib import Path
+
+    from rag.evaluation.model_pairs import main, paired_from_traces
+
+    page = Path(__file__).resolve().parents[1] / "outputs" / "qwen" / "05_faithfulness"
+    traces = [json.loads(x) for x in (page / "traces.jsonl").read_text().splitlines()]
+    ref = pd.read_csv(page / "tables" / "local_models_paired.csv")
+    pairs = list(dict.fromkeys(zip(ref["row"], ref["baseline"], strict=True)))
+    got = paired_from_traces(traces, pairs).merge(ref, on=["row", "metric"], suffixes=("", "_ref"))
+    assert len(got) == len(ref) > 0
+    for col in ("n", "diff", "ci_low", "ci_high", "p_value", "p_holm"):
+        a, b = got[col].astype(float), got[f"{col}_ref"].astype(float)
+        # traces keep latency to 0.1 ms, so seconds agree to ~1e-5, every other metric exactly
+        assert ((a - b).abs() < 1e-3).sum() + (a.isna() & b.isna()).sum() == len(got), col
+    assert (got["verdict"] == got["verdict_ref"]).all()
+    with pytest.raises(KeyError, match="no trace of row 'local:nope'"):
+        paired_from_traces(traces, [("local:nope", "local+gbnf")])
+    assert main([str(page / "traces.jsonl"), "--row", pairs[0][0], "--baseline", pairs[0][1]]) == 0
+    assert "faithfulness" in capsys.readouterr().out

@@ -16,7 +16,10 @@ A gated row's passed answers are its ungated row's cached ones, so it has no sec
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import argparse
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -83,15 +86,60 @@ def paired_models(
         (model − baseline), ``ci_low``, ``ci_high``, ``p_value``, ``p_holm`` and ``verdict``
         ("model better", "baseline better", "not distinguishable", or why no test was run).
     """
+    return _paired(lambda row, m: per_question(grades[row], m), pairs, metrics, seed)
+
+
+def trace_values(traces: Sequence[Mapping[str, Any]], row: str, metric: str) -> pd.Series:
+    """``{qid: value}`` of one metric for one row, read from notebook 05's ``traces.jsonl``
+    records with the same definitions as :func:`per_question`.
+
+    Raises:
+        KeyError: an unknown metric, or a row no trace names.
+    """
+    if metric not in HIGHER_IS_BETTER:
+        raise KeyError(f"metric {metric!r}: choose from {list(HIGHER_IS_BETTER)}")
+    mine = [t for t in traces if t["answerer"] == row]
+    if not mine:
+        raise KeyError(f"no trace of row {row!r}; rows: {sorted({t['answerer'] for t in traces})}")
+    if metric == "seconds_per_answer":
+        tok = [t.get("tokens") or {} for t in mine]
+        values = {
+            t["qid"]: t["latency_s"]
+            for t, k in zip(mine, tok, strict=True)
+            if not t["cached"] and (k.get("input") or k.get("output"))
+        }
+    elif metric in ("negative_rejection", "false_rejection"):
+        want = metric == "false_rejection"  # answerable questions for false rejection
+        values = {t["qid"]: float(t["refused"]) for t in mine if bool(t["answerable"]) == want}
+    else:
+        values = {t["qid"]: t[metric] for t in mine}
+    return pd.Series(values, dtype=float).dropna()
+
+
+def paired_from_traces(
+    traces: Sequence[Mapping[str, Any]],
+    pairs: Sequence[tuple[str, str]],
+    metrics: Sequence[str] = tuple(HIGHER_IS_BETTER),
+    *,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """:func:`paired_models` over the rows of a rendered 05's traces: any two rows, e.g. two extra
+    models against each other, compared after the run."""
+    return _paired(lambda row, m: trace_values(traces, row, m), pairs, metrics, seed)
+
+
+def _paired(
+    values: Callable[[str, str], pd.Series],
+    pairs: Sequence[tuple[str, str]],
+    metrics: Sequence[str],
+    seed: int,
+) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     tested: dict[str, list[tuple[int, Any]]] = {}
     for a, b in pairs:
         for metric in metrics:
-            both = pd.concat(
-                [per_question(grades[a], metric), per_question(grades[b], metric)],
-                axis=1,
-                keys=["a", "b"],
-            ).dropna()
+            both = pd.concat([values(a, metric), values(b, metric)], axis=1, keys=["a", "b"])
+            both = both.dropna()
             row: dict[str, Any] = {"row": a, "baseline": b, "metric": metric, "n": len(both)}
             if len(both) < 2:
                 why = (
@@ -150,4 +198,33 @@ def pairs_reading(table: pd.DataFrame, baseline: str) -> str:
     )
 
 
-__all__ = ["HIGHER_IS_BETTER", "paired_models", "pairs_reading", "per_question"]
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m rag.evaluation.model_pairs",
+        description="Pair two rows of a rendered notebook 05 question by question, from its "
+        "traces.jsonl (the test and CI of the notebook's paired-models table).",
+    )
+    p.add_argument("traces", help="e.g. outputs/qwen/05_faithfulness/traces.jsonl")
+    p.add_argument("--row", required=True, help="the row compared, as the traces name it")
+    p.add_argument("--baseline", required=True, help="the row it is compared with")
+    p.add_argument("--seed", type=int, default=0, help="the notebook's seed (default 0)")
+    args = p.parse_args(argv)
+    text = Path(args.traces).read_text(encoding="utf-8")
+    traces = [json.loads(line) for line in text.splitlines() if line.strip()]
+    table = paired_from_traces(traces, [(args.row, args.baseline)], seed=args.seed)
+    print(table.drop(columns=["row", "baseline"]).to_string(index=False, float_format="%.4g"))
+    return 0
+
+
+__all__ = [
+    "HIGHER_IS_BETTER",
+    "paired_from_traces",
+    "paired_models",
+    "pairs_reading",
+    "per_question",
+    "trace_values",
+]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
