@@ -113,15 +113,32 @@ def shared_dir():
     return d
 
 
+#: Folder (under the project root, git-ignored) that keeps the tests' smoke report between runs.
+SMOKE_OUTPUTS = ".test-outputs"
+
+
 @pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory, shared_dir):
-    """ONE run of every notebook on the smoke profile, shared by the notebook and browser tests
-    (so CI executes the notebooks once): ``(outputs/<tmp>/smoke, runs)``."""
+def smoke_run(shared_dir):
+    """ONE run of every notebook on the smoke profile, shared by the notebook and browser tests:
+    ``(.test-outputs/smoke, runs)``.
+
+    The folder outlives the test run, so the runner's own reuse applies: a notebook is executed
+    unless its outputs there came from the same key (code, notebooks, parameters, data, package
+    versions and the cache's identity, :mod:`rag.report.fingerprint`). A fresh clone or an
+    emptied cache (CI) executes every notebook; a second run with nothing changed reads the pages
+    the first one rendered. The session holds an exclusive lock on the folder, so a second test
+    run in the same checkout waits instead of rewriting pages the first is reading.
+    """
+    import fcntl
+
     from rag.report import runner
 
-    root = tmp_path_factory.mktemp("outputs")
-    runs = runner.run_report("smoke", output_root=str(root))
-    return root / "smoke", runs
+    root = paths.project_root() / SMOKE_OUTPUTS
+    root.mkdir(exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runs = runner.run_report("smoke", output_root=str(root))
+        yield root / "smoke", runs
 
 
 @pytest.fixture()
