@@ -102,18 +102,19 @@ def trace_values(traces: Sequence[Mapping[str, Any]], row: str, metric: str) -> 
     if not mine:
         raise KeyError(f"no trace of row {row!r}; rows: {sorted({t['answerer'] for t in traces})}")
     if metric == "seconds_per_answer":
-        tok = [t.get("tokens") or {} for t in mine]
-        values = {
-            t["qid"]: t["latency_s"]
-            for t, k in zip(mine, tok, strict=True)
-            if not t["cached"] and (k.get("input") or k.get("output"))
-        }
+        values = {t["qid"]: t["latency_s"] for t in mine if _model_time(t)}
     elif metric in ("negative_rejection", "false_rejection"):
         want = metric == "false_rejection"  # answerable questions for false rejection
         values = {t["qid"]: float(t["refused"]) for t in mine if bool(t["answerable"]) == want}
     else:
         values = {t["qid"]: t[metric] for t in mine}
     return pd.Series(values, dtype=float).dropna()
+
+
+def _model_time(trace: Mapping[str, Any]) -> bool:
+    """True when the answer was computed in this run by a model (tokens spent, not cached)."""
+    tokens = trace.get("tokens") or {}
+    return not trace["cached"] and bool(tokens.get("input") or tokens.get("output"))
 
 
 def paired_from_traces(
