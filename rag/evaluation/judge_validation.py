@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from rag import paths
 from rag.errors import ConfigError, JudgeError
@@ -53,7 +54,7 @@ def _verdicts(judge: ClaimJudge, pairs: Sequence[tuple[str, str]]) -> list[Verdi
     if callable(predict):
         return list(predict(pairs, desc=True))
     out: list[Verdict | str] = []
-    for claim, ctx in pairs:
+    for claim, ctx in tqdm(pairs, desc=f"judging ({judge.name})", unit="pair", disable=None):
         try:
             out.append(judge.verdict(claim, ctx))
         except JudgeError as e:
