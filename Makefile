@@ -62,3 +62,6 @@ lint: setup
 
 check-params: setup  ## every params/*.yaml key is declared by its notebook
 	$(BIN)/rag check-params
+
+clean-smoke:  ## forget the smoke report the tests keep in .test-outputs/: the next make test executes every notebook
+	rm -rf .test-outputs
