@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rag.bench.judges import paired_balanced_accuracy, run
+from rag.bench.judges import keep_timing, model_time, paired_balanced_accuracy, run
 
 
 def test_identical_judges_differ_by_nothing():
@@ -38,3 +38,28 @@ def test_exactly_one_other_judge_is_named():
         run()
     with pytest.raises(ValueError, match="exactly one"):
         run("smollm2-135m", embedder="minilm")
+
+
+def test_an_llm_judges_seconds_count_only_the_pairs_it_computed():
+    # 181 of 340 pairs came from the cache: the rate is the fresh calls' model time over 159
+    assert model_time({"fresh_calls": 159, "latency_s": 3687.3}) == {
+        "seconds_per_pair": 23.19, "pairs_computed": 159}  # fmt: skip
+    assert model_time({"fresh_calls": 0, "latency_s": 0.4})["seconds_per_pair"] is None
+
+
+def test_a_fully_cached_rerun_keeps_the_earlier_timing_of_the_same_judge_only():
+    earlier = {"pairs": 340, "other": {"judge": "llm:q:judge-v1", "seconds_per_pair": 23.19,
+                                       "pairs_computed": 159}}  # fmt: skip
+
+    def now(judge="llm:q:judge-v1", pairs=340, computed=0):
+        rate = None if computed == 0 else 9.0
+        return {"pairs": pairs, "other": {"judge": judge, "seconds_per_pair": rate,
+                                          "pairs_computed": computed}}  # fmt: skip
+
+    kept = keep_timing(now(), earlier)["other"]
+    assert kept["seconds_per_pair"] == 23.19 and kept["pairs_computed"] == 159
+    assert "earlier run" in kept["timing_from"]
+    assert keep_timing(now(computed=3), earlier)["other"]["seconds_per_pair"] == 9.0
+    assert keep_timing(now(judge="llm:o:judge-v1"), earlier)["other"]["seconds_per_pair"] is None
+    assert keep_timing(now(pairs=4), earlier)["other"]["seconds_per_pair"] is None
+    assert keep_timing(now(), None)["other"]["seconds_per_pair"] is None

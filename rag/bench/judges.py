@@ -31,7 +31,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_OUT = "outputs/bench/judge_{slug}.json"
 
 
-
 def paired_balanced_accuracy(
     human_support: np.ndarray,
     a_support: np.ndarray,
@@ -89,6 +88,8 @@ def _summary(metrics: dict[str, Any], n_pairs: int) -> dict[str, Any]:
         "n": metrics["n"],
         "n_failures": metrics["n_failures"],
         "contradict_recall": f"{cr['k']}/{cr['n']}",
+        "contradict_k": cr["k"],
+        "contradict_n": cr["n"],
         "confusion": metrics["confusion"],
         "seconds": metrics["seconds"],
         "seconds_per_pair": round(metrics["seconds"] / max(1, n_pairs), 2),
@@ -148,7 +149,39 @@ def run(
         "command": f"python -m rag.bench.judges {flag}",
     }
     if "meter" in extra:
-        doc["llm_usage"] = extra["meter"].to_dict()
+        usage = extra["meter"].to_dict()
+        doc["llm_usage"] = usage
+        doc["other"].update(model_time(usage["total"]))
+    return doc
+
+
+def model_time(total: dict[str, Any]) -> dict[str, Any]:
+    """An LLM judge's seconds per pair, from the pairs its model computed in this run.
+
+    Wall seconds over every pair understate the cost when part of them come from the completion
+    cache (a resumed run), so the rate is the model time of the fresh calls over their number;
+    None when every pair was read from the cache."""
+    fresh = int(total.get("fresh_calls", 0))
+    rate = round(total["latency_s"] / fresh, 2) if fresh else None
+    return {"seconds_per_pair": rate, "pairs_computed": fresh}
+
+
+def keep_timing(doc: dict[str, Any], earlier: dict[str, Any] | None) -> dict[str, Any]:
+    """Keep an earlier run's model seconds per pair when this run computed no pair itself.
+
+    Only for the same judge on the same pairs; anything else leaves ``doc`` as it is."""
+    other, held = doc["other"], (earlier or {}).get("other", {})
+    if (
+        other.get("pairs_computed") == 0
+        and held.get("seconds_per_pair") is not None
+        and held.get("judge") == other["judge"]
+        and (earlier or {}).get("pairs") == doc["pairs"]
+    ):
+        other["seconds_per_pair"] = held["seconds_per_pair"]
+        other["pairs_computed"] = held.get("pairs_computed")
+        other["timing_from"] = (
+            "an earlier run of the same command (this one read every pair from the cache)"
+        )
     return doc
 
 
@@ -168,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
     name = args.llm.split(":", 1)[-1] if args.llm else f"offline_{args.embedder}"
     out = resolve(args.out or DEFAULT_OUT.format(slug=name.replace("/", "_")))
+    earlier = json.loads(out.read_text()) if out.is_file() else None
+    doc = keep_timing(doc, earlier)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({k: doc[k] for k in ("other", "offline", "paired_other_minus_offline")},
