@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rag.bench.embedders import paired_vs_baseline
+from rag.bench.embedders import hybrid_vs_dense, paired_vs_baseline, retest
 from rag.evaluation.scifact import PUBLISHED_LABELS, PUBLISHED_MTEB
 
 
@@ -33,6 +33,43 @@ def test_pairs_use_only_the_questions_both_embedders_answered():
     other = {"b": 1.0, "c": 0.5, "d": 0.2, "e": 0.0}
     (row,) = paired_vs_baseline({"minilm": {"dense": base}, "x": {"dense": other}}, "minilm")
     assert row["n"] == 3 and row["diff"] == 0.0
+
+
+def test_hybrid_is_paired_with_the_same_embedders_dense_run_with_holm_over_embedders():
+    rng = np.random.default_rng(1)
+    qids = [f"q{i}" for i in range(40)]
+    dense = {q: float(v) for q, v in zip(qids, rng.random(40), strict=True)}
+    per_q = {
+        "fused_helps": {"dense": dense, "hybrid": {q: v + 0.2 for q, v in dense.items()}},
+        "fused_adds_nothing": {"dense": dense, "hybrid": dict(dense)},
+        "dense_only": {"dense": dense},
+    }
+    by = {r["embedder"]: r for r in hybrid_vs_dense(per_q)}
+    assert set(by) == {"fused_helps", "fused_adds_nothing"}  # no hybrid run, no row
+    assert abs(by["fused_helps"]["diff"] - 0.2) < 1e-9 and by["fused_helps"]["significant"]
+    assert by["fused_helps"]["p_holm"] >= by["fused_helps"]["p"]
+    assert by["fused_adds_nothing"]["diff"] == 0.0 and not by["fused_adds_nothing"]["significant"]
+
+
+def test_retest_redoes_both_families_from_the_stored_values_and_needs_them(tmp_path):
+    import json
+
+    import pytest
+
+    base = {f"q{i}": i / 10 for i in range(10)}
+    per_q = {"minilm": {"dense": base, "hybrid": base},
+             "x": {"dense": base, "hybrid": {q: v + 0.1 for q, v in base.items()}}}  # fmt: skip
+    out = tmp_path / "e.json"
+    out.write_text(json.dumps({"embedders": {}, "_per_question": per_q, "paired_vs_minilm": []}))
+    doc = retest(out)
+    assert json.loads(out.read_text()) == doc
+    assert {(r["embedder"], r["retriever"]) for r in doc["paired_vs_minilm"]} == {
+        ("x", "dense"), ("x", "hybrid")}  # fmt: skip
+    assert {r["embedder"] for r in doc["hybrid_vs_dense"]} == {"minilm", "x"}
+    assert "own dense run" in doc["method"]
+    out.write_text(json.dumps({"embedders": {}}))
+    with pytest.raises(ValueError, match="no per-question values"):
+        retest(out)
 
 
 def test_published_numbers_name_their_source_file():
@@ -70,6 +107,7 @@ def test_a_part_run_alone_keeps_the_other_part_and_refuses_unknown_parts(tmp_pat
     assert e["corpus_gold_chunk"] == metrics and e["costs"] == {"dim": 8}
     assert set(e["seconds"]) == {"scifact", "corpus"}
     assert set(e["cpu"]) == {"scifact", "corpus"} and "bf16" in e["cpu"]["corpus"]  # per part
+    assert json.loads(out.read_text())["hybrid_vs_dense"] == []  # one question: no test
     fp["value"] = "model-b"  # another model under the same name: nothing of model-a is kept
     bench.run(["m"], out, ["scifact"])
     doc = json.loads(out.read_text())

@@ -3,9 +3,10 @@
 For each embedder (MiniLM, the default, first): SciFact nDCG@10 of dense retrieval on the 300
 BEIR test queries beside the model's published MTEB number; chunk nDCG@10 of dense and hybrid
 (RRF over dense and BM25) on the corpus gold questions, each with a 95 % bootstrap CI and a paired
-randomisation test against MiniLM on the same questions (Holm over every comparison); and what it
-costs: passages per second on a fixed sample (cache off), dense index build seconds and size, and
-query p50 (query encoding plus search) over the gold questions.
+randomisation test against MiniLM on the same questions (Holm over every comparison) and of its
+hybrid against its own dense run (what BM25 fusion still adds); and what it costs: passages per
+second on a fixed sample (cache off), dense index build seconds and size, and query p50 (query
+encoding plus search) over the gold questions.
 
 Every passage vector goes through the content-addressed embedding cache, so a killed run resumes
 where it stopped and a re-run only grades; results are written after each embedder.
@@ -13,6 +14,7 @@ where it stopped and a re-run only grades; results are written after each embedd
     python -m rag.bench.embedders                      # every embedder whose model is here
     python -m rag.bench.embedders --embedders minilm,mpnet-base-v2
     python -m rag.bench.embedders --embedders nomic-embed-v1.5 --parts corpus   # one part
+    python -m rag.bench.embedders --tests-only   # redo the paired tests from the stored values
 
 A 137M-parameter embedder costs ~0.5 s of 2-core CPU per 210-token chunk, so each part of one
 such model is an hour or more here: ``--parts`` runs one and keeps the other's earlier record.
@@ -48,6 +50,16 @@ DEFAULT_EMBEDDERS = (
 DEFAULT_OUT = "outputs/bench/embedders.json"
 SAMPLE_PASSAGES = 64
 SEED = 0
+METHOD = (
+    "SciFact: dense and hybrid nDCG@10 on the 300 BEIR test queries over 5,183 abstracts "
+    "(title + text). Corpus: chunk nDCG@10 on the gold questions whose evidence a chunk "
+    "holds (fuzzy 90), fixed 254-token chunks of the 100 papers, as notebook 04. CIs: "
+    "2,000 bootstrap resamples of the questions; paired randomisation tests of each embedder "
+    "against MiniLM (Holm over all of them) and of each embedder's hybrid against its own dense "
+    "run (Holm over the embedders). Costs on 2 cores: passages/s over a fixed sample "
+    f"of {SAMPLE_PASSAGES} chunks with the cache off; query p50 = dense retrieval "
+    "including query encoding."
+)
 
 
 def _published(name: str) -> dict[str, Any] | None:
@@ -156,6 +168,28 @@ def _corpus(data: _Data, emb: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return {"metrics": metrics, "costs": costs}, per_q
 
 
+def _paired_rows(comparisons: list[tuple[dict[str, str], dict, dict]]) -> list[dict[str, Any]]:
+    """``(row, a, b)`` -> each row with a minus b on the questions both hold; Holm over all.
+    A comparison on fewer than two shared questions has no test and is left out (logged)."""
+    from rag.evaluation.stats import correct, paired_test
+
+    rows, results = [], []
+    for row, a, b in comparisons:
+        qids = sorted(set(a) & set(b))
+        if len(qids) < 2:
+            logger.warning("no paired test for %s: %d shared questions", row, len(qids))
+            continue
+        results.append(paired_test([a[q] for q in qids], [b[q] for q in qids], seed=SEED))
+        rows.append(dict(row))
+    for row, res in zip(rows, correct(results, "holm"), strict=True):
+        row.update(
+            diff=round(res.diff, 4), ci_low=round(res.ci.low, 4), ci_high=round(res.ci.high, 4),
+            p=round(res.p_value, 4), p_holm=round(res.p, 4), n=res.n,
+            significant=bool(res.p < 0.05),
+        )  # fmt: skip
+    return rows
+
+
 def paired_vs_baseline(
     per_q: dict[str, dict[str, dict[str, float]]], baseline: str
 ) -> list[dict[str, Any]]:
@@ -165,28 +199,28 @@ def paired_vs_baseline(
         per_q: ``{embedder: {retriever: {qid: nDCG@10}}}``.
         baseline: the embedder every other one is compared with.
     """
-    from rag.evaluation.stats import correct, paired_test
+    return _paired_rows([
+        ({"embedder": name, "retriever": ret, "baseline": baseline}, values, per_q[baseline][ret])
+        for name, by_ret in per_q.items() if name != baseline
+        for ret, values in by_ret.items() if ret in per_q[baseline]
+    ])  # fmt: skip
 
-    rows: list[dict[str, Any]] = []
-    results = []
-    for name, by_ret in per_q.items():
-        if name == baseline:
-            continue
-        for ret, values in by_ret.items():
-            base = per_q[baseline].get(ret)
-            if base is None:
-                continue
-            qids = sorted(set(values) & set(base))
-            res = paired_test([values[q] for q in qids], [base[q] for q in qids], seed=SEED)
-            results.append(res)
-            rows.append({"embedder": name, "retriever": ret, "baseline": baseline})
-    for row, res in zip(rows, correct(results, "holm"), strict=True):
-        row.update(
-            diff=round(res.diff, 4), ci_low=round(res.ci.low, 4), ci_high=round(res.ci.high, 4),
-            p=round(res.p_value, 4), p_holm=round(res.p, 4), n=res.n,
-            significant=bool(res.p < 0.05),
-        )  # fmt: skip
-    return rows
+
+def hybrid_vs_dense(per_q: dict[str, dict[str, dict[str, float]]]) -> list[dict[str, Any]]:
+    """Per embedder, its hybrid run minus its own dense run (what BM25 fusion still adds);
+    Holm over the embedders."""
+    return _paired_rows([
+        ({"embedder": name, "retriever": "hybrid", "baseline": "dense"}, r["hybrid"], r["dense"])
+        for name, r in per_q.items() if "hybrid" in r and "dense" in r
+    ])  # fmt: skip
+
+
+def paired_tests(per_q: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
+    """The file's two families of paired tests, from its per-question nDCG@10."""
+    out: dict[str, Any] = {"hybrid_vs_dense": hybrid_vs_dense(per_q)}
+    if "minilm" in per_q:
+        out["paired_vs_minilm"] = paired_vs_baseline(per_q, "minilm")
+    return out
 
 
 def _load(out: Path) -> dict[str, Any]:
@@ -245,22 +279,23 @@ def run(embedders: Sequence[str], out: Path, parts: Sequence[str] = PARTS) -> di
         entry["load_average"] = [round(x, 2) for x in os.getloadavg()]
         doc["embedders"][name] = entry
         doc["_per_question"] = per_q_all
-        if "minilm" in per_q_all:
-            doc["paired_vs_minilm"] = paired_vs_baseline(per_q_all, "minilm")
+        doc.update(paired_tests(per_q_all))
         doc["machine"] = {"cpu": platform.processor() or platform.machine(),
                           "cores": os.cpu_count()}  # fmt: skip
-        doc["method"] = (
-            "SciFact: dense and hybrid nDCG@10 on the 300 BEIR test queries over 5,183 abstracts "
-            "(title + text). Corpus: chunk nDCG@10 on the gold questions whose evidence a chunk "
-            "holds (fuzzy 90), fixed 254-token chunks of the 100 papers, as notebook 04. CIs: "
-            "2,000 bootstrap resamples of the questions; paired randomisation tests against "
-            "MiniLM, Holm over every comparison. Costs on 2 cores: passages/s over a fixed sample "
-            f"of {SAMPLE_PASSAGES} chunks with the cache off; query p50 = dense retrieval "
-            "including query encoding."
-        )
+        doc["method"] = METHOD
         doc["command"] = "python -m rag.bench.embedders"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    return doc
+
+
+def retest(out: Path) -> dict[str, Any]:
+    """Redo the paired tests of ``out`` from its per-question values; nothing is embedded."""
+    doc = _load(out)
+    if not doc.get("_per_question"):
+        raise ValueError(f"{out}: no per-question values to test; run the corpus part first")
+    doc.update(paired_tests(doc["_per_question"]), method=METHOD)
+    out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     return doc
 
 
@@ -299,10 +334,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=",".join(PARTS),
         help="comma-separated: corpus (158 gold questions) and/or scifact (300 BEIR queries)",
     )
+    p.add_argument(
+        "--tests-only",
+        action="store_true",
+        help="no embedder runs: redo the paired tests from the per-question values in --out",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     from rag.paths import resolve
 
+    if args.tests_only:
+        retest(resolve(args.out))
+        return 0
     names = [n.strip() for n in args.embedders.split(",") if n.strip()]
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     doc = run(names, resolve(args.out), parts)

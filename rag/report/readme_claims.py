@@ -33,10 +33,10 @@ _I, _C, _X, _R, _F, _V, _P = (
 _PAIRS = f"{_D}/04_retrieval/tables/corpus_gold_pairwise.csv"
 _SUMMARIES = "outputs/bench/summaries.json"
 _SWEEP = "outputs/sweeps/chunk_embedder"
-_EMB, _EP, _NOM = "outputs/bench/embedders.json", "paired_vs_minilm", "embedder=nomic-embed-v1.5"
+_EMB, _EP, _GEM = "outputs/bench/embedders.json", "paired_vs_minilm", "embedder=embeddinggemma-300m"
 _NOMIC = "embedders.nomic-embed-v1.5.corpus_gold_chunk"
+_GEMMA = "embedders.embeddinggemma-300m.corpus_gold_chunk"
 _E5, _MPNET = "embedders.e5-small.corpus_gold_chunk", "embedders.mpnet-base-v2.corpus_gold_chunk"
-_MPN = "embedder=mpnet-base-v2"
 _MINILM = "embedders.minilm.corpus_gold_chunk"
 _QJ, _QP = "outputs/bench/judge_qwen2.5-coder-1.5b.json", "paired_other_minus_offline"
 _RW = "related_work.paired_tests.recall@10[a=text,b=fusion]"
@@ -255,25 +255,25 @@ README_CLAIMS: tuple[Claim, ...] = (
         },
     ),
     Claim(
-        "A stronger embedder changes no conclusion",
-        "chunk nDCG@10 dense / hybrid against MiniLM's {m:.3f} / {mh:.3f}: nomic-embed-v1.5 "
-        "{d:.3f} / {h:.3f} (dense {dd:+.3f}, {dd_lo:.3f}–{dd_hi:.3f}, Holm p = {dd_p:.2f}), "
-        "e5-small {e:.3f} / {eh:.3f}, mpnet-base-v2 {p:.3f} / {ph:.3f} (dense {pd:+.3f}, "
-        "{pd_lo:.3f}–{pd_hi:.3f}, Holm p = {pd_p:.2f}); no difference survives Holm "
-        "| {n:d} gold questions, opt-in",
+        "Only EmbeddingGemma beats MiniLM, and only dense",
+        "chunk nDCG@10 dense / hybrid against MiniLM's {m:.3f} / {mh:.3f}: embeddinggemma-300m "
+        "{g:.3f} / {gh:.3f} (dense {gd:+.3f}, {gd_lo:.3f}–{gd_hi:.3f}, Holm p = {gd_p:.3f}; "
+        "hybrid {gy:+.3f}, Holm p = {gy_p:.2f}), nomic-embed-v1.5 {d:.3f} / {h:.3f}, e5-small "
+        "{e:.3f} / {eh:.3f}, mpnet-base-v2 {p:.3f} / {ph:.3f}; with Gemma, fusing BM25 adds "
+        "nothing ({f:+.3f}, p = {f_p:.2f}) | {n:d} gold questions, opt-in",
         _js(_EMB, m=f"{_MINILM}.dense.ndcg@10.mean", mh=f"{_MINILM}.hybrid.ndcg@10.mean")
+        | _js(_EMB, g=f"{_GEMMA}.dense.ndcg@10.mean", gh=f"{_GEMMA}.hybrid.ndcg@10.mean")
         | _js(_EMB, d=f"{_NOMIC}.dense.ndcg@10.mean", h=f"{_NOMIC}.hybrid.ndcg@10.mean")
         | _js(_EMB, e=f"{_E5}.dense.ndcg@10.mean", eh=f"{_E5}.hybrid.ndcg@10.mean")
         | _js(_EMB, p=f"{_MPNET}.dense.ndcg@10.mean", ph=f"{_MPNET}.hybrid.ndcg@10.mean")
-        | _js(_EMB, n=f"{_NOMIC}.dense.n")
-        | _js(_EMB, dd=f"{_EP}[{_NOM},retriever=dense].diff")
-        | _js(_EMB, dd_lo=f"{_EP}[{_NOM},retriever=dense].ci_low")
-        | _js(_EMB, dd_hi=f"{_EP}[{_NOM},retriever=dense].ci_high")
-        | _js(_EMB, dd_p=f"{_EP}[{_NOM},retriever=dense].p_holm")
-        | _js(_EMB, pd=f"{_EP}[{_MPN},retriever=dense].diff")
-        | _js(_EMB, pd_lo=f"{_EP}[{_MPN},retriever=dense].ci_low")
-        | _js(_EMB, pd_hi=f"{_EP}[{_MPN},retriever=dense].ci_high")
-        | _js(_EMB, pd_p=f"{_EP}[{_MPN},retriever=dense].p_holm"),
+        | _js(_EMB, n=f"{_GEMMA}.dense.n")
+        | _js(_EMB, gd=f"{_EP}[{_GEM},retriever=dense].diff")
+        | _js(_EMB, gd_lo=f"{_EP}[{_GEM},retriever=dense].ci_low")
+        | _js(_EMB, gd_hi=f"{_EP}[{_GEM},retriever=dense].ci_high")
+        | _js(_EMB, gd_p=f"{_EP}[{_GEM},retriever=dense].p_holm")
+        | _js(_EMB, gy=f"{_EP}[{_GEM},retriever=hybrid].diff")
+        | _js(_EMB, gy_p=f"{_EP}[{_GEM},retriever=hybrid].p_holm")
+        | _js(_EMB, f=f"hybrid_vs_dense[{_GEM}].diff", f_p=f"hybrid_vs_dense[{_GEM}].p_holm"),
     ),
 )
 
