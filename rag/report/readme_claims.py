@@ -39,6 +39,7 @@ _GEMMA = "embedders.embeddinggemma-300m.corpus_gold_chunk"
 _E5, _MPNET = "embedders.e5-small.corpus_gold_chunk", "embedders.mpnet-base-v2.corpus_gold_chunk"
 _MINILM = "embedders.minilm.corpus_gold_chunk"
 _QJ, _QP = "outputs/bench/judge_qwen2.5-coder-1.5b.json", "paired_other_minus_offline"
+_GJ = "outputs/bench/judge_offline_embeddinggemma-300m.json"
 _RW = "related_work.paired_tests.recall@10[a=text,b=fusion]"
 
 
@@ -155,8 +156,9 @@ README_CLAIMS: tuple[Claim, ...] = (
         "The offline judge is checked",
         "offline-v2 balanced accuracy {ba:.3f} ({lo:.3f}–{hi:.3f}), CONTRADICT recall "
         "{k:d}/{kn:d}; a 1.5B LLM judge is worse: Qwen2.5-Coder-1.5B {q:.3f} ({q_lo:.3f}–"
-        "{q_hi:.3f}), {qk:d}/{qkn:d}, paired {qd:+.3f} ({qd_lo:.3f}–{qd_hi:.3f}) "
-        "| {n:d} human-labelled SciFact dev pairs",
+        "{q_hi:.3f}), {qk:d}/{qkn:d}, paired {qd:+.3f} ({qd_lo:.3f}–{qd_hi:.3f}); refitted on "
+        "EmbeddingGemma it is not distinguishable: {g:.3f}, {gk:d}/{gkn:d}, paired {gd:+.3f} "
+        "({gd_lo:.3f}–{gd_hi:.3f}) | {n:d} human-labelled SciFact dev pairs",
         {
             name: Json(_F, f"faithfulness_judge.{key}")
             for name, key in (
@@ -170,7 +172,9 @@ README_CLAIMS: tuple[Claim, ...] = (
         }  # fmt: skip
         | _js(_QJ, q="other.balanced_accuracy", q_lo="other.ci_low", q_hi="other.ci_high")
         | _js(_QJ, qk="other.contradict_k", qkn="other.contradict_n")
-        | _js(_QJ, qd=f"{_QP}.diff", qd_lo=f"{_QP}.ci_low", qd_hi=f"{_QP}.ci_high"),
+        | _js(_QJ, qd=f"{_QP}.diff", qd_lo=f"{_QP}.ci_low", qd_hi=f"{_QP}.ci_high")
+        | _js(_GJ, g="other.balanced_accuracy", gk="other.contradict_k", gkn="other.contradict_n")
+        | _js(_GJ, gd=f"{_QP}.diff", gd_lo=f"{_QP}.ci_low", gd_hi=f"{_QP}.ci_high"),
     ),
     Claim(
         "The extractive answerer stays faithful",
