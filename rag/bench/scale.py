@@ -442,7 +442,7 @@ def bench_scale(
         res["stages"]["stages"].update(_index_growth(res["dense"], res["chosen"], per_paper))
     _save(res, out)
     if ray and "ray" not in res:
-        from rag.index.ray_embed import bench_ray_embedding
+        from rag.bench.ray_embedding import bench_ray_embedding
 
         res["ray"] = bench_ray_embedding(texts[:384], data["embedder"])
         _save(res, out)
