@@ -1,11 +1,11 @@
 """Would batching the service's query encodings make ``/search`` cheaper, and exactly so?
 
 A ``/search`` spends most of its CPU encoding its query with MiniLM on onnxruntime (one thread).
-Dynamic micro-batching (:mod:`rag.serve.batching`) pays only if one call over several queries
-costs less CPU than the queries one by one, and it is allowed only if every query's vector from a
-batched call is the bytes it gets alone (the service's results must not depend on what else was
-asked at the same moment). This measures both on the gold questions, and where a ``/search``
-spends its CPU:
+Dynamic micro-batching (a batcher in front of the encoder, since retired) pays only if one call
+over several queries costs less CPU than the queries one by one, and it is allowed only if every
+query's vector from a batched call is the bytes it gets alone (the service's results must not
+depend on what else was asked at the same moment). This measures both on the gold questions, and
+where a ``/search`` spends its CPU:
 
 - **cost**: CPU time per query of one ``session.run`` over ``B`` queries (the calling thread's,
   median of 15 calls), for random batches padded to their longest query (median of 8 batches) and

@@ -6,9 +6,7 @@ with 1 and 8 concurrent clients, each a keep-alive HTTP client sending gold ques
 Every cell is bounded in requests and seconds. It records requests/s, p50/p95/p99 latency,
 errors, and the server's resident memory (VmRSS now, VmHWM peak), against the service's targets,
 into ``outputs/bench/serve.json`` (``--out``; the server's log beside it). The rate limit is off
-for the run (it would otherwise be the thing measured), and so is the access log. ``--batch-max``
-and ``--batch-wait-ms`` set the service's query batching (:mod:`rag.serve.batching`) through its
-environment; the record names them.
+for the run (it would otherwise be the thing measured), and so is the access log.
 """
 
 from __future__ import annotations
@@ -118,17 +116,9 @@ def run(
     max_requests: int = 300,
     max_seconds: float = 30.0,
     out: str = "outputs/bench/serve.json",
-    batch_max: int = 1,
-    batch_wait_ms: float = 0.0,
 ) -> dict[str, Any]:
     """Start the server, measure, stop it (by its own pid), write ``out``; returns the record."""
     import httpx
-
-    from rag.serve.batching import BatchSettings
-
-    batching = BatchSettings(max_batch=batch_max, max_wait_ms=batch_wait_ms)
-    env = {**os.environ, "RAG_QUERY_BATCH_MAX_BATCH": str(batching.max_batch),
-           "RAG_QUERY_BATCH_MAX_WAIT_MS": str(batching.max_wait_ms)}  # fmt: skip
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -140,7 +130,7 @@ def run(
     log = paths.resolve(out).with_suffix(".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env,
+    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)  # fmt: skip
     try:
         ready = None
@@ -198,7 +188,6 @@ def run(
         "met": met,
         "zero_errors": all(c["errors"] == 0 for c in cells.values()),
         "bounds": {"max_requests": max_requests, "max_seconds": max_seconds},
-        "batching": batching.model_dump(),
         "machine": {"cpus": os.cpu_count(), "load_avg_1_5_15": list(os.getloadavg())},
     }
     path = paths.resolve(out)
@@ -214,13 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-requests", type=int, default=300, help="per cell (default 300)")
     p.add_argument("--max-seconds", type=float, default=30.0, help="per cell (default 30)")
     p.add_argument("--out", default="outputs/bench/serve.json", help="record (log beside it)")
-    p.add_argument("--batch-max", type=int, default=1,
-                   help="most queries encoded in one call (default 1: no batching)")  # fmt: skip
-    p.add_argument("--batch-wait-ms", type=float, default=0.0,
-                   help="batching window under load (default 0)")  # fmt: skip
     a = p.parse_args(argv)
     rec = run(a.profile, a.papers, max_requests=a.max_requests, max_seconds=a.max_seconds,
-              out=a.out, batch_max=a.batch_max, batch_wait_ms=a.batch_wait_ms)  # fmt: skip
+              out=a.out)  # fmt: skip
     print(json.dumps({k: rec[k] for k in ("corpus", "ready_s", "measured", "met")}, indent=1))
     for name, c in rec["cells"].items():
         print(f"{name:>9}: {c['rps']:>7} req/s  p50 {c['p50_ms']:>7} ms  p95 {c['p95_ms']:>7} ms  "

@@ -48,7 +48,7 @@ from rag.serve import desk_models as dm
 from rag.serve import models as m
 from rag.serve.config import LabSettings, ServeSettings
 from rag.serve.desk import Desk, RelatedMethod, UnknownPaperError
-from rag.serve.engine import BatchSettings, ChoiceError, Lab, load_lab
+from rag.serve.engine import ChoiceError, Lab, load_lab
 from rag.serve.guard import Guard, scrub
 from rag.serve.jobs import IngestWorker
 from rag.serve.offer import ModelOffer
@@ -248,7 +248,7 @@ def create_app(
             if loader is not None:
                 start_worker(loader(status))
             else:
-                start_worker(load_lab(settings or LabSettings(), serve, status, BatchSettings()))
+                start_worker(load_lab(settings or LabSettings(), serve, status))
             log.info("ready: %d papers, %d chunks", len(state.lab.index.snapshot.papers),
                      state.lab.index.snapshot.n_chunks)  # fmt: skip
         except Exception as e:  # reported by /ready; the process stays up for /health

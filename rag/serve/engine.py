@@ -4,8 +4,7 @@ One :class:`Lab` holds the components the report measures (the profile's embedde
 indexes, reranker, retrievers built by :func:`rag.retrieval.retrievers.build_retriever`, context
 assembly and answerers of notebook 05, the offline judge) so ``rag ask``, ``POST /ask`` and the
 notebooks answer the same question the same way. Chat models are shared and used under a lock:
-the local model is not thread-safe, and the service runs requests on a thread pool. Query
-encodings of concurrent requests may share one encoder call (:mod:`rag.serve.batching`).
+the local model is not thread-safe, and the service runs requests on a thread pool.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from rag.ir import Reranker
 from rag.llm.base import ChatModel, Completion
 from rag.retrieval.retrievers import RETRIEVER_NAMES, Components, RetrievalSettings, build_retriever
 from rag.retrieval.rewrite import LLMRewriter, Rewrite, rewrite
-from rag.serve.batching import BatchedQueries, BatchSettings, batched
 from rag.serve.config import LabSettings, ServeSettings
 from rag.serve.index import ServedIndex
 from rag.types import Hit
@@ -108,7 +106,6 @@ class Lab:
         chat_model: ``name -> ChatModel`` (default :func:`rag.llm.factory.make_chat_model` with
             the project's cache); injected by tests.
         judge: an answer judge (default: the report's offline judge, loaded on first use).
-        batching: how concurrent queries share encoder calls (None: one at a time).
     """
 
     def __init__(
@@ -119,22 +116,16 @@ class Lab:
         reranker: Reranker | None = None,
         chat_model: Callable[[str], ChatModel] | None = None,
         judge: Any = None,
-        batching: BatchSettings | None = None,
     ) -> None:
         self.settings, self.index = settings, index
-        #: the index's embedder, its query encodings batched when ``batching`` allows
-        self.queries = batched(index.embedder, batching)
+        #: the index's embedder: each query is encoded alone, the same bytes under any load
+        self.queries = index.embedder
         self._reranker, self._judge = reranker, judge
         self._chat_factory = chat_model
         self._models: dict[str, ChatModel] = {}
         self._llm_lock = threading.Lock()
         self._load_lock = threading.Lock()
         self.extractive = ExtractiveAnswerer()
-
-    def close(self) -> None:
-        """Stop the query batcher, if any (queued queries are encoded first)."""
-        if isinstance(self.queries, BatchedQueries):
-            self.queries.close()
 
     # -- components ----------------------------------------------------------------------------
 
@@ -351,11 +342,9 @@ def load_lab(
     settings: LabSettings,
     serve: ServeSettings,
     status: Callable[[str], None] = lambda s: None,
-    batching: BatchSettings | None = None,
 ) -> Lab:
     """Build or load the corpus (cached parse), index (cached build), served index and query
-    encoder. ``status`` receives "index loading" and "model loading" for ``/ready``; ``batching``
-    is the service's (:class:`Lab`; None for a command that asks one question).
+    encoder. ``status`` receives "index loading" and "model loading" for ``/ready``.
 
     The rerank row's reranker, the judge and chat models load on first use (:class:`Lab`): the
     default retriever needs none of them, and expanding e5-small's weights to fp32 takes seconds
@@ -375,6 +364,6 @@ def load_lab(
     titles = {p.arxiv_id: p.title for p in papers}
     served = ServedIndex(index_dir(settings, serve), base, titles, chunking)
     status("model loading")
-    lab = Lab(settings, served, batching=batching)
+    lab = Lab(settings, served)
     lab.search("warm up the query encoder", 1)
     return lab
