@@ -8,7 +8,7 @@ reads the project's cached parses (same PyMuPDF, same parse cache key), e.g.::
 
     python -m venv .venv-refx && .venv-refx/bin/pip install refextract==1.1.7 pymupdf==<project's> \
         pydantic rapidfuzz
-    PYTHONPATH=. .venv-refx/bin/python -m rag.papers.refextract_compare
+    PYTHONPATH=. .venv-refx/bin/python -m rag.bench.refextract_compare
 
 Both splitters get each paper's ``references`` blocks, refextract as one line per block through
 ``extract_references_from_string(..., is_only_references=True)``. Compared: (1) entries found

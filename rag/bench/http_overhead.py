@@ -15,7 +15,7 @@ The server's requests default to ``repeat_penalty`` 1.1 where in-process
 texts part ways; each prompt is therefore sent a third time over HTTP with ``repeat_penalty`` 1.0
 (``extra_body``) and compared with the in-process second call (same KV state: prompt reused).
 
-Usage: ``python -m rag.llm.http_overhead [--gguf PATH] [--prompts 10]``
+Usage: ``python -m rag.bench.http_overhead [--gguf PATH] [--prompts 10]``
 (default file: the bf16 copy of the packaged SmolLM2 weights that ``local:smollm2-135m`` runs).
 """
 
