@@ -17,7 +17,8 @@ import requests
 
 from rag.corpus import arxiv_client
 from rag.corpus.arxiv_client import ClientSettings
-from rag.corpus.ingest import BYTES_TOLERANCE, IngestSettings, ingest, main
+from rag.corpus.fetch import BYTES_TOLERANCE
+from rag.corpus.ingest import IngestSettings, ingest, main
 from rag.corpus.manifest import Paper, write_manifest
 from rag.corpus.parse import ParseSettings, parse_pdf
 from rag.errors import ConfigError
@@ -277,7 +278,7 @@ def test_a_lookalike_pdf_of_another_paper_is_refused_by_its_page_1_title(tmp_pat
 def test_a_real_lookalike_pair_of_corpus_papers_is_refused(tmp_path, shared_dir):
     """Two corpus papers whose pages (±1) and size (±25 %) fit each other: the file of 2005.11401
     (RAG for knowledge-intensive tasks) saved as 2402.13178 (RAG benchmark for medicine)."""
-    from rag.corpus.ingest import manifest_mismatch
+    from rag.corpus.fetch import manifest_mismatch
     from rag.corpus.manifest import load_manifest
     from rag.corpus.titlecheck import check_title
     from rag.errors import WrongPaperError

@@ -1,61 +1,42 @@
 """Ingest the pinned corpus: for each paper, cache → mirror → arXiv, then parse; report everything.
 
-Order per paper: a PDF already in the cache folder (only complete, verified files ever get there,
-see :mod:`rag.corpus.arxiv_client`) is reused without a request; else a PDF in the local mirror
-(``$RAG_PDF_MIRROR``, default ``../shared/corpus/pdfs``) is used in place; else the versioned PDF
-is downloaded politely. The sha256 is compared with the manifest: a mismatch (arXiv occasionally
-regenerates PDFs) is reported as ``changed`` and the file is kept; it is used for parsing when
-``use_changed`` is true (the default — the text is the same submission) and listed in the summary
-either way, so no change is silently accepted. A changed PDF whose page count or size contradicts
-the manifest beyond :data:`PAGES_TOLERANCE` / :data:`BYTES_TOLERANCE`, or whose page 1 does not
-carry the manifest's title (:mod:`rag.corpus.titlecheck`), is not a regenerated copy of the pinned
-paper but another file: it is refused by name, never parsed or indexed. A PDF that
-will not download or parse is recorded with its own reason (mirror file truncated or not a PDF,
-network unreachable, HTTP status, parse status) and skipped; every requested paper appears in the
-summary exactly once.
+Each paper is fetched and verified by :func:`rag.corpus.fetch.fetch_paper` (cache, then the local
+mirror ``$RAG_PDF_MIRROR``, default ``../shared/corpus/pdfs``, then a polite download; sha256
+against the manifest, a changed PDF flagged and kept, another paper's file refused by name), then
+parsed. A changed PDF is used for parsing when ``use_changed`` is true (the default: the text is
+the same submission) and listed in the summary either way, so no change is silently accepted. A
+PDF that will not download or parse is recorded with its own reason (mirror file truncated or not
+a PDF, network unreachable, HTTP status, parse status) and skipped; every requested paper appears
+in the summary (:mod:`rag.corpus.ingest_summary`) exactly once.
 
 Concurrent ingests into one PDF folder are safe: each paper's fetch + parse holds a per-paper lock
 (:mod:`rag.corpus.lock`), since the temp name ``.<id>.pdf.part`` is per paper (which is what makes
 a re-run after a kill overwrite, not accumulate, a half-written file), and a parse is cached only
 from a file whose sha256 is checked right before and after parsing.
-
-Why this module is long: one resumable loop (cache, mirror, network, verify, parse) and the summary
-whose fields are that loop's states, plus its command line; the loop reads best whole.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm.auto import tqdm
 
-from rag.corpus.arxiv_client import (
-    ArxivClient,
-    ArxivUnreachable,
-    ClientSettings,
-    pdf_problem,
-    unreachable_hint,
-)
+from rag.corpus.arxiv_client import ArxivClient, ArxivUnreachable, ClientSettings
+from rag.corpus.fetch import fetch_paper
+from rag.corpus.ingest_summary import IngestSummary, PaperOutcome
 from rag.corpus.lock import file_lock, lock_path
 from rag.corpus.manifest import Paper, load_manifest, write_manifest
-from rag.corpus.pdf_check import sha256_file_cached
-from rag.corpus.titlecheck import check_title
-from rag.errors import ConfigError, DownloadError, RagError, WrongPaperError
+from rag.errors import ConfigError, DownloadError, RagError
 from rag.paths import cache_dir, default_mirror, display
 
 if TYPE_CHECKING:
-    import pandas as pd
     import requests
 
     from rag.corpus.parse import ParseSettings
@@ -63,17 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Bumped when the summary's JSON layout changes.
-SUMMARY_FORMAT = 2
-#: A changed PDF may differ from the manifest by this many pages (a regenerated PDF reflows a
-#: little) ...
-PAGES_TOLERANCE = 1
-#: ... and by this fraction of the manifest's byte size (other fonts and compression); beyond
-#: either it is refused as another file.
-BYTES_TOLERANCE = 0.25
-
-Source = Literal["cache", "mirror", "network"]
-Status = Literal["downloaded", "cached", "mirror", "changed", "failed", "parse_failed"]
 ParseFn = Callable[[Path, str], "ParsedPaper"]
 
 
@@ -103,284 +73,12 @@ class IngestSettings(BaseModel):
         return d
 
 
-@dataclass(slots=True)
-class PaperOutcome:
-    """What happened to one requested paper."""
-
-    arxiv_id: str
-    version: str
-    status: Status
-    source: Source | None = None
-    path: str | None = None
-    expected_sha256: str | None = None
-    sha256: str | None = None
-    bytes: int | None = None
-    changed: bool = False
-    refused: bool = False
-    used: bool = False
-    attempts: int = 0
-    reason: str | None = None
-    parse_status: str | None = None
-    parse_error: str | None = None
-    pages: int | None = None
-    parse_seconds: float | None = None
-
-
-@dataclass
-class IngestSummary:
-    """The run summary: one outcome per requested paper, in manifest order."""
-
-    outcomes: list[PaperOutcome]
-    parsed: dict[str, ParsedPaper] = field(default_factory=dict, repr=False)
-    pdf_paths: dict[str, Path] = field(default_factory=dict, repr=False)
-    requests_sent: int = 0
-    wall_seconds: float = 0.0
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """Requested / per-source / failed / changed / parse failures / parsed, plus pages."""
-        by_source = Counter(o.source for o in self.outcomes if o.source)
-        return {
-            "requested": len(self.outcomes),
-            "downloaded": by_source["network"],
-            "from_cache": by_source["cache"],
-            "from_mirror": by_source["mirror"],
-            "failed": sum(o.status == "failed" for o in self.outcomes),
-            "changed": sum(o.changed for o in self.outcomes),
-            "parse_failed": sum(o.parse_status not in (None, "ok") for o in self.outcomes),
-            "parsed": sum(o.parse_status == "ok" for o in self.outcomes),
-            "pages": sum(o.pages or 0 for o in self.outcomes if o.parse_status == "ok"),
-        }
-
-    @property
-    def failures(self) -> dict[str, str]:
-        """Papers that could not be fetched, with the reason."""
-        return {o.arxiv_id: o.reason or "" for o in self.outcomes if o.status == "failed"}
-
-    @property
-    def changed(self) -> list[str]:
-        """Papers whose sha256 differs from the manifest."""
-        return [o.arxiv_id for o in self.outcomes if o.changed]
-
-    @property
-    def refused(self) -> dict[str, str]:
-        """Changed PDFs refused because their pages or size contradict the manifest, with why."""
-        return {o.arxiv_id: o.reason or "" for o in self.outcomes if o.refused}
-
-    @property
-    def parse_failures(self) -> dict[str, str]:
-        """Papers fetched but not parsed, with the parser's status and error."""
-        return {
-            o.arxiv_id: f"{o.parse_status}: {o.parse_error}"
-            for o in self.outcomes
-            if o.parse_status not in (None, "ok")
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (parsed blocks excluded)."""
-        return {
-            "format": SUMMARY_FORMAT,
-            "counts": self.counts,
-            "failures": self.failures,
-            "changed": self.changed,
-            "refused": self.refused,
-            "parse_failures": self.parse_failures,
-            "requests_sent": self.requests_sent,
-            "wall_seconds": round(self.wall_seconds, 3),
-            "papers": [asdict(o) for o in self.outcomes],
-        }
-
-    def table(self) -> pd.DataFrame:
-        """One row per paper."""
-        import pandas as pd
-
-        return pd.DataFrame([asdict(o) for o in self.outcomes])
-
-    def write_json(self, path: str | os.PathLike[str]) -> Path:
-        """Write :meth:`to_dict` atomically."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.part")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, p)
-        return p
-
-
 def _default_parse_fn(parse_settings: ParseSettings | None) -> ParseFn:
     """``rag.corpus.parse.load_parsed`` (verifying) with the given or default parse settings."""
     from rag.corpus.parse import ParseSettings, load_parsed
 
     ps = parse_settings if parse_settings is not None else ParseSettings()
     return lambda path, sha: load_parsed(path, sha, ps, verify=True)
-
-
-def _page_count(path: Path) -> int | None:
-    import pymupdf
-
-    try:
-        with pymupdf.open(path) as doc:
-            return doc.page_count
-    except Exception:  # noqa: BLE001 - a PDF MuPDF cannot open has no page count to compare
-        return None
-
-
-def manifest_mismatch(paper: Paper, path: Path, size: int) -> str | None:
-    """Why a changed PDF is not the pinned paper (pages or size beyond tolerance), or None.
-
-    A regenerated arXiv PDF keeps its pages (within :data:`PAGES_TOLERANCE`) and roughly its size
-    (within :data:`BYTES_TOLERANCE`); another paper saved under this name does not.
-    """
-    problems = []
-    if paper.bytes:
-        rel = (size - paper.bytes) / paper.bytes
-        if abs(rel) > BYTES_TOLERANCE:
-            problems.append(
-                f"{size:,} bytes vs the manifest's {paper.bytes:,} ({rel:+.0%}; tolerance "
-                f"±{BYTES_TOLERANCE:.0%})"
-            )
-    if paper.pages:
-        pages = _page_count(path)
-        if pages is not None and abs(pages - paper.pages) > PAGES_TOLERANCE:
-            problems.append(
-                f"{pages} pages vs the manifest's {paper.pages} (tolerance ±{PAGES_TOLERANCE})"
-            )
-    if not problems:
-        return None
-    return (
-        f"refused: sha256 differs and {'; '.join(problems)}: not a regenerated copy of "
-        f"{paper.versioned_id}; replace {display(path)} with the pinned PDF"
-    )
-
-
-def _check_changed(paper: Paper, out: PaperOutcome, path: Path) -> None:
-    """Flag a changed PDF; refuse it (status failed, not used) when it contradicts the manifest:
-    pages or size beyond tolerance, or a page 1 without the manifest's title (another paper)."""
-    if not out.changed:
-        return
-    why = manifest_mismatch(paper, path, out.bytes or path.stat().st_size)
-    if why is None:
-        try:
-            check_title(paper, path)
-        except WrongPaperError as e:
-            why = f"refused: sha256 differs and the file is another paper: {e}"
-    if why is None:
-        out.reason = (
-            "sha256 differs from the manifest (pages, size and page-1 title agree: regenerated "
-            "PDF?)"
-        )
-        return
-    log.error("%s: %s", paper.arxiv_id, why)
-    out.status, out.refused, out.used, out.reason = "failed", True, False, why
-
-
-def _from_disk(
-    paper: Paper, path: Path, source: Source, settings: IngestSettings, notes: list[str]
-) -> PaperOutcome | None:
-    """An outcome for a usable local PDF, or None when there is none at ``path``.
-
-    A file that is there but unusable adds its problem to ``notes`` (for the paper's reason).
-    """
-    if not path.is_file():
-        return None
-    problem = pdf_problem(path)
-    if problem is not None:
-        log.warning("%s: %s is %s; ignoring it", paper.arxiv_id, display(path), problem)
-        notes.append(f"{source} file {display(path)} is {problem}")
-        if source == "cache":
-            # Only verified files are moved into the cache, so this one was put there by hand.
-            path.unlink()
-        return None
-    sha = sha256_file_cached(path)
-    changed = paper.sha256 is not None and sha != paper.sha256
-    out = PaperOutcome(
-        arxiv_id=paper.arxiv_id,
-        version=paper.version,
-        status="changed" if changed else ("cached" if source == "cache" else "mirror"),
-        source=source,
-        path=display(path),
-        expected_sha256=paper.sha256,
-        sha256=sha,
-        bytes=path.stat().st_size,
-        changed=changed,
-        used=settings.use_changed or not changed,
-    )
-    _check_changed(paper, out, path)
-    return out
-
-
-def _fetch(
-    paper: Paper,
-    settings: IngestSettings,
-    client: ArxivClient,
-    pdf_dir: Path,
-    unreachable: list[tuple[str, ArxivUnreachable]],
-) -> tuple[PaperOutcome, Path | None]:
-    """Cache → mirror → network for one paper."""
-    notes: list[str] = []
-    cached = pdf_dir / paper.filename
-    out = _from_disk(paper, cached, "cache", settings, notes)
-    if out is not None:
-        return out, (None if out.refused else cached)
-    if settings.mirror is not None:
-        mirrored = settings.mirror / paper.filename
-        out = _from_disk(paper, mirrored, "mirror", settings, notes)
-        if out is not None:
-            return (out, mirrored) if not out.refused else (out, None)
-    base = PaperOutcome(
-        arxiv_id=paper.arxiv_id,
-        version=paper.version,
-        status="failed",
-        expected_sha256=paper.sha256,
-    )
-
-    def because(reason: str) -> str:
-        return "; ".join([*notes, reason])
-
-    if unreachable:
-        # One unreachable arXiv is enough: do not spend every paper's attempts on it. The reason
-        # names this paper's own URL and says it was not tried, and why.
-        first_id, _ = unreachable[0]
-        base.reason = because(
-            f"not tried (arXiv was unreachable for {first_id}): "
-            + unreachable_hint(client.pdf_url(paper))
-        )
-        return base, None
-    before = client.requests_sent
-    try:
-        got = client.download(paper, cached)
-    except ArxivUnreachable as e:
-        unreachable.append((paper.arxiv_id, e))
-        base.reason = because(f"network unreachable: {e}")
-        base.attempts = client.requests_sent - before
-        return base, None
-    except DownloadError as e:
-        log.error("%s: download failed: %s", paper.arxiv_id, e)
-        base.reason = because(str(e))
-        base.attempts = client.requests_sent - before
-        return base, None
-    changed = paper.sha256 is not None and got.sha256 != paper.sha256
-    if changed:
-        log.warning(
-            "%s: sha256 %s differs from the manifest's %s (arXiv regenerated the PDF?)",
-            paper.arxiv_id,
-            got.sha256[:12],
-            (paper.sha256 or "")[:12],
-        )
-    out = PaperOutcome(
-        arxiv_id=paper.arxiv_id,
-        version=paper.version,
-        status="changed" if changed else "downloaded",
-        source="network",
-        path=display(got.path),
-        expected_sha256=paper.sha256,
-        sha256=got.sha256,
-        bytes=got.bytes,
-        changed=changed,
-        used=settings.use_changed or not changed,
-        attempts=got.attempts,
-    )
-    _check_changed(paper, out, got.path)
-    return out, (None if out.refused else got.path)
 
 
 def _parse(out: PaperOutcome, path: Path, parse_fn: ParseFn) -> ParsedPaper | None:
@@ -448,7 +146,10 @@ def ingest(
             # Another ingest fetching or parsing this paper into this folder finishes first; this
             # one then finds its verified PDF in the cache.
             with file_lock(lock_path(pdf_dir, paper.filename)):
-                out, path = _fetch(paper, settings, client, pdf_dir, unreachable)
+                out, path = fetch_paper(
+                    paper, client, pdf_dir, settings.mirror, unreachable,
+                    use_changed=settings.use_changed,
+                )  # fmt: skip
                 if path is not None:
                     paths[paper.arxiv_id] = path
                     if settings.parse and out.used and parse_fn is not None:

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rag.corpus.ingest import BYTES_TOLERANCE, PAGES_TOLERANCE
+from rag.corpus.fetch import BYTES_TOLERANCE, PAGES_TOLERANCE
 from rag.corpus.manifest import Paper, load_manifest
 from rag.corpus.titlecheck import HEAD_CHARS, TITLE_THRESHOLD, first_page_text, title_score
 from rag.paths import default_mirror, display, project_root

@@ -1,7 +1,7 @@
 """Is a PDF the pinned paper? Its page 1 must carry the manifest's title.
 
 A PDF whose sha256 differs from the manifest is accepted as a regenerated copy only when its pages
-and size fit (:func:`rag.corpus.ingest.manifest_mismatch`) *and* the manifest's title is found at
+and size fit (:func:`rag.corpus.fetch.manifest_mismatch`) *and* the manifest's title is found at
 the head of page 1: another paper of about the same length and size does not pass the second test.
 
 The score is rapidfuzz's ``partial_ratio`` (0-100: the best-matching window of the page for the
