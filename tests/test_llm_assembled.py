@@ -602,12 +602,16 @@ def test_a_missing_named_model_names_the_command(tmp_cache):
 
 
 def test_the_named_model_runs_the_assembled_file(tmp_cache, monkeypatch):
-    """Any file at the model's place is run as gguf:PATH: here the packaged SmolLM2 file, so the
-    spec's API id is that file's sha256 and its template comes from the file."""
+    """A verified file at the model's place is run as gguf:PATH: here the packaged SmolLM2 file
+    (the record's pin swapped for its digest), so the spec's API id is that file's sha256 and its
+    template comes from the file; a file with another digest is refused (test_model_verify)."""
     from rag.llm.gguf import file_sha256
     from rag.llm.local_weights import find_gguf
 
     src = find_gguf()
+    monkeypatch.setitem(
+        ASSEMBLED, QWEN, dataclasses.replace(ASSEMBLED[QWEN], sha256=file_sha256(src))
+    )
     dest = assembled.model_file(ASSEMBLED[QWEN])
     dest.symlink_to(src)
     assert model_status([f"local:{QWEN}"]) == {f"local:{QWEN}": "run"}

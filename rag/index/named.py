@@ -11,8 +11,9 @@ an embedder name (profiles, notebooks 03/04, ``rag sweep``, ``rag serve``) takes
 - ``NAME=PATH`` (or ``NAME@DIM=PATH``) — the same settings over the user's own copy: a ``.gguf``
   file or a sentence-transformers folder.
 
-The fingerprint (and so the embedding cache) keys on model content: the pinned sha256 of a
-fetched model, the sha256 of a user's file (a folder's ``model.safetensors``), plus prefixes,
+The fingerprint (and so the embedding cache) keys on model content: the sha256 of the files a
+fetched model loads (verified on each load, :mod:`rag.llm.assembled_verify`), the sha256 of a
+user's file (a folder's ``model.safetensors``), plus prefixes,
 length and dimension; never on a path.
 """
 
@@ -143,13 +144,13 @@ def parse_named(text: str) -> NamedRequest | None:
 
 
 def artifact(req: NamedRequest) -> tuple[Path, str]:
-    """The model's file or folder and the sha256 its fingerprint keys on."""
+    """The model's file or folder and the sha256 its fingerprint keys on: for a fetched model,
+    the digest of the files it loads, verified against the one recorded at fetch time."""
     spec = req.spec
     if req.path is None:
-        from rag.llm.assembled import ASSEMBLED, assembled_path
+        from rag.llm.assembled_verify import verified_digest
 
-        path = assembled_path(spec.name)  # ProviderUnavailable names the fetch command
-        return path, ASSEMBLED[spec.name].sha256
+        return verified_digest(spec.name)  # ProviderUnavailable names the fetch command
     path = req.path
     if spec.kind == "embed-gguf":
         if not path.is_file():

