@@ -119,6 +119,7 @@ def _serial(
     parse: ParseSettings,
     emb: Embedder,
     show_progress: bool,
+    verify: bool = False,
 ) -> tuple[Indexed | None, dict[str, Any]]:
     from rag.corpus.parse import load_parsed
     from rag.corpus.pdf_check import sha256_file
@@ -131,7 +132,7 @@ def _serial(
             sha = sha256_file(path)
         except OSError as e:  # unreadable file: load_parsed itself never raises for a bad PDF
             return ParsedPaper(paper_id=path.stem, n_pages=0, status="error", error=str(e))
-        return load_parsed(path, sha, parse)
+        return load_parsed(path, sha, parse, verify=verify)
 
     t0 = time.perf_counter()
     parsed = [one(p) for p in files]
@@ -163,6 +164,7 @@ def run_pipeline(
     limit: int = 0,
     summary_path: str | os.PathLike[str] | None = None,
     show_progress: bool = False,
+    verify: bool = False,
 ) -> PipelineResult:
     """Parse, chunk, embed and index every PDF of ``folder`` with ``engine``.
 
@@ -176,6 +178,8 @@ def run_pipeline(
             zero-argument factory (the Ray workers build their own from it).
         limit: the first N PDFs by id (0: all).
         summary_path: where to write the summary as JSON (optional).
+        verify: (serial) hash each PDF right before and after parsing it, so a file rewritten
+            while it is parsed is a failed row, never a cached parse under the wrong sha256.
 
     Returns:
         The index of the PDFs that got through every stage, and the summary: counts, ``failed``
@@ -199,7 +203,7 @@ def run_pipeline(
     emb = _make(spec)
     extra: dict[str, Any] = {}
     if engine == "serial":
-        ix, run = _serial(files, settings, parse, emb, show_progress)
+        ix, run = _serial(files, settings, parse, emb, show_progress, verify)
         embedded = len(ix.chunks) if ix and "embed_s" in ix.stats else 0
     else:
         from rag.index.ray_pipeline import ray_stages

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from rag.lab.compare import Comparison, find_gold, gold_record, overlap
+from rag.lab.notebook import quiet_methods
 from rag.lab.papers import Citations, Page, Paper, PaperList, Related, Summary
 from rag.lab.records import Answer, ChatTurn, Hits, Verdict
 from rag.serve.models import Query
@@ -49,12 +50,16 @@ class CompareArgs(_Args):
     retrievers: list[str] = Field(min_length=1, max_length=6, description="Retriever names.")
 
 
+@quiet_methods
 class Lab:
     """Search, ask, chat, compare retrievers, judge claims and read papers from a notebook.
 
     Args:
         profile: a ``params/<profile>.yaml`` name (``"smoke"``: five papers, for a quick look).
         papers: serve only these arXiv ids of the profile's manifest.
+        pdfs: serve this folder of PDFs (any file names) instead of the profile's corpus; its
+            index is built on the first call (``rag ask --pdfs DIR``) and reused after.
+        embedder: the folder's embedder (default: the profile's, MiniLM).
         index_dir: the served index folder (default: the project cache, as ``rag ask``).
         local_model: a ``gguf:PATH`` model to answer with (as ``rag ask --model gguf:PATH``).
         gold_path: gold questions :meth:`compare` grades against (default: the shared corpus
@@ -72,6 +77,8 @@ class Lab:
         profile: str = "default",
         *,
         papers: Sequence[str] = (),
+        pdfs: str = "",
+        embedder: str = "",
         index_dir: str = "",
         local_model: str | None = None,
         gold_path: str | None = None,
@@ -84,7 +91,11 @@ class Lab:
             self.settings = engine.settings
         else:
             self.settings = profile_settings(
-                profile_name(profile), paper_ids=tuple(papers), local_model=local_model
+                profile_name(profile),
+                paper_ids=tuple(papers),
+                local_model=local_model,
+                pdfs=str(pdfs),
+                embedder=embedder or None,
             )
         self.profile = self.settings.profile
         self._serve = ServeSettings(index_dir=index_dir)
@@ -244,6 +255,7 @@ class Lab:
         return self._gold
 
 
+@quiet_methods
 class Chat:
     """A conversation with the lab (:meth:`Lab.chat`): ``messages`` as ``POST /chat`` takes
     them, and one :class:`rag.lab.records.ChatTurn` per answered message."""

@@ -43,6 +43,32 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="default", help="params/<profile>.yaml (default: default)")
     p.add_argument("--papers", nargs="+", metavar="ID", help="serve only these pinned arXiv ids")
     p.add_argument("--index-dir", default="", help="served index folder (default: in the cache)")
+    p.add_argument(
+        "--pdfs",
+        metavar="DIR",
+        default="",
+        help="serve this folder of PDFs (any names) instead of the profile's corpus",
+    )
+    p.add_argument(
+        "--embedder",
+        default=None,
+        help="(--pdfs) the folder's embedder: a name or module:factory (default: the "
+        "profile's, MiniLM; docs/your-papers.md compares them)",
+    )
+
+
+def folder_embedder(args: argparse.Namespace) -> dict[str, str]:
+    """``{"embedder": NAME}`` when ``--embedder`` names one for a ``--pdfs`` folder.
+
+    Raises:
+        ConfigError: ``--embedder`` without ``--pdfs`` (a profile's embedder is its parameter).
+    """
+    from rag.errors import ConfigError
+
+    if args.embedder and not args.pdfs:
+        raise ConfigError("--embedder chooses a --pdfs folder's embedder; a profile's embedder "
+                          "is its `embedder` parameter")  # fmt: skip
+    return {"embedder": args.embedder} if args.embedder else {}
 
 
 def _lab(args: argparse.Namespace, **serve_kw: Any):
@@ -53,7 +79,8 @@ def _lab(args: argparse.Namespace, **serve_kw: Any):
     # a gguf: file named on the command line is this run's local model (the service refuses
     # gguf: names in requests other than the profile's local_model)
     local = answerer if answerer.startswith("gguf:") else None
-    settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()), local_model=local)
+    settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()), local_model=local,
+                                pdfs=args.pdfs, **folder_embedder(args))  # fmt: skip
     return load_lab(settings, ServeSettings(index_dir=args.index_dir, **serve_kw))
 
 
@@ -64,11 +91,16 @@ def _snippet(text: str, width: int = 96, lines: int = 2) -> str:
 
 def _where(d: dict[str, Any]) -> str:
     sec = f", {d['section']}" if d.get("section") else ""
-    return f"arXiv:{d['arxiv_id']}, p. {d['page']}{sec}"
+    src = d["file"] if d.get("file") else f"arXiv:{d['arxiv_id']}"
+    return f"{src}, p. {d['page']}{sec}"
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    hits, meta = _lab(args).search(args.query, args.k, args.retriever, args.per_paper_cap)
+    from rag.serve.folder_lab import add_files
+
+    lab = _lab(args)
+    hits, meta = lab.search(args.query, args.k, args.retriever, args.per_paper_cap)
+    add_files(lab, hits)
     if args.json:
         print(json.dumps({"query": args.query, "hits": hits, **meta}, indent=1))
         return 0
@@ -97,10 +129,14 @@ def print_answer(d: dict[str, Any]) -> None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    r = _lab(args).ask(
+    from rag.serve.folder_lab import add_files
+
+    lab = _lab(args)
+    r = lab.ask(
         args.question, k=args.k, retriever=args.retriever, answerer=args.answerer, judge=args.judge
     )
     d = r.to_dict()
+    add_files(lab, d["citations"])
     if args.json:
         print(json.dumps(d, indent=1))
     else:
@@ -109,6 +145,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    from rag.serve.folder_lab import add_files
+
     lab = _lab(args)
     history: list[dict[str, str]] = []
     print("Ask about the corpus; an empty line or Ctrl-D ends the chat.", file=sys.stderr)
@@ -122,7 +160,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
         print(f"» {rw.query}   ({tag})")
         r = lab.ask(rw.query, k=args.k, retriever=args.retriever, answerer=args.answerer,
                     judge=args.judge)  # fmt: skip
-        print_answer(r.to_dict())
+        d = r.to_dict()
+        add_files(lab, d["citations"])
+        print_answer(d)
         print()
         history.append({"role": "assistant", "content": r.answer.text})
         sys.stdout.flush()
@@ -140,7 +180,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     scrubber = ScrubFilter((key,) if key else ())
     for h in logging.getLogger().handlers:
         h.addFilter(scrubber)
-    settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()))
+    settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()), pdfs=args.pdfs,
+                                **folder_embedder(args))  # fmt: skip
     serve = ServeSettings(
         index_dir=args.index_dir,
         allow_network=not args.offline,

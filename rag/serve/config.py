@@ -56,6 +56,7 @@ class LabSettings(BaseModel):
     per_paper_cap: int = Field(3, ge=1)
     local_model: str = "smollm2-135m"
     local_max_tokens: int = Field(128, ge=1)
+    pdfs: str = Field("", description="A folder of PDFs served instead of the profile's corpus.")
 
     def chunking(self) -> dict[str, Any]:
         """The chunk settings the report indexes with."""

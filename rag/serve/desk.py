@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from rag import paths
 from rag.serve.engine import ChoiceError, Lab
+from rag.serve.folder_lab import add_files
 from rag.serve.models import MAX_K, Answerer, Query, RetrieverName
 
 PaperId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
@@ -117,8 +118,15 @@ class Desk:
             )
         return pid
 
+    @property
+    def folder(self) -> Any:
+        """The folder's papers when the lab serves a folder of PDFs (else None)."""
+        return getattr(self.lab, "folder", None)
+
     def _manifest(self) -> dict[str, Any]:
         with self._lock:
+            if self._meta is None and self.folder is not None:
+                self._meta = self.folder.meta()
             if self._meta is None:
                 from rag.corpus.manifest import load_manifest
 
@@ -127,6 +135,8 @@ class Desk:
             return self._meta
 
     def _citation_rows(self) -> list:
+        if self.folder is not None:
+            return self.folder.citation_rows()
         with self._lock:
             if self._rows is None:
                 from rag.papers.graph import read_citations
@@ -176,7 +186,7 @@ class Desk:
         """Ranked chunks for a query, each with its paper, page, section and text."""
         a = validate(SearchArgs, query=query, k=k, retriever=retriever)
         hits, meta = self.lab.search(a.query, a.k, a.retriever)
-        return {"query": a.query, "hits": hits, **meta}
+        return {"query": a.query, "hits": add_files(self.lab, hits), **meta}
 
     def ask(
         self,
@@ -191,7 +201,9 @@ class Desk:
                      judge=judge)  # fmt: skip
         r = self.lab.ask(a.question, k=a.k, retriever=a.retriever, answerer=a.answerer,
                          judge=a.judge)  # fmt: skip
-        return r.to_dict()
+        d = r.to_dict()
+        add_files(self.lab, d["citations"])
+        return d
 
     def get_paper(self, arxiv_id: str) -> dict[str, Any]:
         """A paper's metadata, its sections in reading order (with first page) and page count."""
@@ -205,13 +217,25 @@ class Desk:
                 sections.append({"section": c.section, "page": c.page_start})
         m = self._manifest().get(pid)
         last = max((c.page_end for c in chunks), default=0)
-        return {
+        d = {
             "arxiv_id": pid, "title": served.title or self._title(pid),
             "category": m.primary_category if m else "", "version": m.version if m else "",
             "url": f"https://arxiv.org/abs/{pid}", "source": served.source,
             "pages": (m.pages if m and m.pages else last), "n_chunks": served.n_chunks,
             "sections": sections,
         }  # fmt: skip
+        if self.folder is not None:  # a folder's paper: its file and what the PDF says
+            p = self.folder.papers[pid]
+            d.update(
+                file=p.file,
+                files=p.files,
+                authors=p.authors,
+                year=p.year,
+                doi=p.doi,
+                sha256=p.sha256,
+                url=f"https://arxiv.org/abs/{pid}" if p.arxiv_id else "",
+            )
+        return d
 
     def _chunks(self, pid: str) -> list:
         store = self.lab.index.snapshot.store
@@ -296,5 +320,8 @@ class Desk:
                 chat = self.lab.answerer(a.model).chat_model
             except ChoiceError as e:
                 raise ToolInputError("model", f"model={a.model!r}: {e}") from e
+        if self.folder is not None:  # the folder's own parse and title, not the manifest's
+            return summarize(pid, sentences=a.sentences, chat_model=chat, judge=self.lab.judge(),
+                             parsed=self.folder.parsed(pid), title=self._title(pid))  # fmt: skip
         return summarize(pid, sentences=a.sentences, chat_model=chat, judge=self.lab.judge(),
                          manifest_path=self.lab.settings.manifest_path)  # fmt: skip

@@ -354,6 +354,10 @@ def load_lab(
     from rag.index.build import index_corpus
     from rag.text.chunk import chunk_settings
 
+    if settings.pdfs:  # a folder of PDFs: its own index, through the pipeline
+        from rag.serve.folder_lab import load_folder_lab
+
+        return load_folder_lab(settings, serve, status)
     status("index loading")
     papers, parsed = corpus_papers(
         settings.manifest_path, settings.paper_ids, settings.max_papers,
