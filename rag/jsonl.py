@@ -16,7 +16,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from rag.errors import RagError
-from rag.paths import display
+from rag.paths import display, resolve
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -31,7 +31,8 @@ def iter_jsonl(
     """``(line number, object)`` for every line of a JSONL file but blanks and ``#`` comments.
 
     Args:
-        path: the file.
+        path: the file; a relative path is the project's (:func:`rag.paths.resolve`), not the
+            working folder's.
         error: the error class raised (e.g. ``GoldError``, ``ManifestError``).
         lines: the lines themselves, when they were read elsewhere.
         source: how errors name the file (default: the path as :func:`rag.paths.display` shows it).
@@ -39,7 +40,7 @@ def iter_jsonl(
     Raises:
         error: the file cannot be read, a line is not JSON, or a line is not an object.
     """
-    p = Path(path)
+    p = resolve(path)
     name = source or display(p)
     if lines is None:
         try:
@@ -85,7 +86,7 @@ def read_records(
     Raises:
         error: naming the file, line (and id) of the first invalid record or repeated id.
     """
-    p = Path(path)
+    p = resolve(path)
     name = source or display(p)
     out: list[M] = []
     seen: dict[str, int] = {}

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rag.errors import ManifestError
 from rag.jsonl import read_records
-from rag.paths import display, project_root
+from rag.paths import display, project_root, resolve
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,13 @@ def parse_manifest_lines(lines: Iterable[str], source: str = "<manifest>") -> li
 def load_manifest(path: str | os.PathLike[str] | None = None) -> list[Paper]:
     """Load and validate a manifest (default ``data/manifest.jsonl``), in file order.
 
+    A relative ``path`` is the project's (:func:`rag.paths.resolve`), wherever the caller stands: a
+    notebook kernel started in ``notebooks/`` reads the same manifest as the CLI.
+
     Raises:
         ManifestError: the file is missing (with how to get one) or a line is malformed.
     """
-    p = Path(path) if path is not None else default_manifest_path()
+    p = resolve(path) if path is not None else default_manifest_path()
     if not p.is_file():
         raise ManifestError(
             f"manifest not found: {display(p)}. Restore data/manifest.jsonl from git "

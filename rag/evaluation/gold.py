@@ -30,7 +30,7 @@ from rag.errors import ConfigError, GoldError
 from rag.evaluation.evidence import EvidenceItem, contains
 from rag.ir import Qrels
 from rag.jsonl import read_records
-from rag.paths import display, shared_dir
+from rag.paths import display, resolve, shared_dir
 from rag.types import Chunk
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def load_gold(path: str | Path | None = None) -> list[GoldItem]:
     Raises:
         GoldError: naming the line and field of the first invalid record, or a duplicate qid.
     """
-    p = Path(path) if path is not None else default_gold_path()
+    p = resolve(path) if path is not None else default_gold_path()
     items = read_records(p, GoldItem, GoldError, id_field="qid")
     if not items:
         raise GoldError(f"gold file {display(p)} holds no questions")

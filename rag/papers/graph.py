@@ -21,6 +21,7 @@ from pathlib import Path
 
 import networkx as nx
 
+from rag import paths
 from rag.corpus.manifest import Paper
 from rag.errors import ConfigError
 from rag.papers.references import paper_references
@@ -106,7 +107,7 @@ def read_citations(path: str | os.PathLike[str]) -> list[Citation]:
     Raises:
         ConfigError: the file is missing or a line is not a citation row.
     """
-    p = Path(path)
+    p = paths.resolve(path)  # a relative path is the project's, wherever the caller stands
     if not p.is_file():
         raise ConfigError(f"citations file not found: {p.name}; build it with rag.papers.measure")
     rows = []
