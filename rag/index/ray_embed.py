@@ -5,8 +5,10 @@ The texts not yet cached are ordered and cut into blocks exactly as :func:`embed
 (unique texts, longest first, ``block_size`` per block). Each block is one Ray Data row;
 ``map_batches`` runs an actor class that loads the embedder once per actor and encodes a block per
 call, so every model call sees the same texts in the same order as the serial path and the vectors
-are the same. The driver commits each finished block to SQLite as the stream yields it: a killed
-job keeps every committed block, and a re-run skips them (they are found in the cache).
+are the same. The driver checks and commits each finished block through
+:class:`~rag.index.embed_cache.VectorCache` as the stream yields it: a killed job keeps every
+committed block, a re-run skips them (they are found in the cache), and a block of invalid vectors
+is never committed.
 
 ``ray.init()`` starts a local Ray on this machine; ``address="auto"`` or ``"ray://host:10001"``
 joins an existing cluster (``ray start --head`` on one node, ``ray start --address=...`` on the
@@ -27,7 +29,7 @@ from tqdm.auto import tqdm
 from rag import paths
 from rag.errors import ConfigError, IndexBuildError
 from rag.index.embed import Embedder, load_embedder, normalise
-from rag.index.embed_cache import _lookup, _open_cache, text_key
+from rag.index.embed_cache import VectorCache, text_key
 from rag.shard import process_env
 
 logger = logging.getLogger(__name__)
@@ -186,8 +188,8 @@ def ray_embed_texts(
     for i, k in enumerate(keys):
         first.setdefault(k, i)
     block = block_size or max(128, 8 * int(getattr(local, "batch_size", 32)))
-    with _open_cache(local.fingerprint, dim) as con:
-        found = _lookup(con, list(first), dim)
+    with VectorCache.open(local.fingerprint, dim, name=local.name) as vc:
+        found = vc.get(list(first))
         todo = [k for k in first if k not in found]
         todo.sort(key=lambda k: (-len(texts[first[k]]), first[k]))
         stats.update(cached=len(found), embedded=len(todo), blocks=-(-len(todo) // block))
@@ -231,14 +233,11 @@ def ray_embed_texts(
                         raise IndexBuildError(
                             f"ray_embed_texts: embedder returned {vecs.shape} for {len(part)} texts"
                         )
-                    con.executemany(
-                        "INSERT OR REPLACE INTO vec VALUES (?, ?)",
-                        [
-                            (k, v.astype(np.float32).tobytes())
-                            for k, v in zip(part, vecs, strict=True)
-                        ],
-                    )
-                    con.commit()  # each finished block survives a killed job
+                    try:  # checked, then committed: a killed job keeps every block it put
+                        vc.put(part, vecs)
+                    except IndexBuildError as e:  # invalid vectors: reported with the others
+                        failed.append(str(e))
+                        continue
                     found.update(zip(part, vecs.astype(np.float32), strict=True))
                     bar.update(len(part))
             if failed:
@@ -249,4 +248,3 @@ def ray_embed_texts(
     for i, k in enumerate(keys):
         out[i] = found[k]
     return out
-

@@ -11,11 +11,13 @@ One row per PDF flows through three stages, each calling the serial path's own f
    hold yet go through :func:`rag.index.embed_cache.embed_texts` (unique, longest first, in
    blocks, normalised) with the cache off; the row carries the new vectors back.
 
-The driver commits each row's vectors to the embedding cache as the stream yields it (so a
-killed job keeps every paper it received), orders the papers as the folder does, and writes the
-corpus chunk set under the fingerprint :func:`chunk_corpus` would use, so the index build
-(:func:`rag.index.build.index_corpus`) and a later serial run find everything cached. An exception
-in a stage is caught per row: the paper is a failed row with its stage, never a failed job.
+The driver checks and commits each row's vectors to the embedding cache
+(:class:`~rag.index.embed_cache.VectorCache`) as the stream yields it (so a killed job keeps every
+paper it received, and a paper whose vectors are not finite or not unit length fails its row),
+orders the papers as the folder does, and writes the corpus chunk set under the fingerprint
+:func:`chunk_corpus` would use, so the index build (:func:`rag.index.build.index_corpus`) and a
+later serial run find everything cached. An exception in a stage is caught per row: the paper is
+a failed row with its stage, never a failed job.
 
 Backpressure: Ray Data's streaming executor runs the stages side by side and holds back upstream
 tasks while downstream queues are full; the job caps the object store memory the pipeline may
@@ -43,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag import paths
-from rag.index.embed_cache import _lookup, _open_cache, cache_path, embed_texts, text_key
+from rag.errors import IndexBuildError
+from rag.index.embed_cache import VectorCache, cache_path, embed_texts, text_key
 from rag.index.ray_embed import EmbedderSpec, actor_embedder, init_ray, machine_plan
 
 if TYPE_CHECKING:
@@ -148,8 +151,8 @@ class EmbedStage:
     def _cached(self, keys: list[bytes]) -> set[bytes]:
         if not cache_path(self.embedder.fingerprint).exists():
             return set()  # a worker without the driver's cache folder embeds everything
-        with _open_cache(self.embedder.fingerprint, self.dim) as con:
-            return set(_lookup(con, keys, self.dim))
+        with VectorCache.open(self.embedder.fingerprint, self.dim) as vc:
+            return set(vc.get(keys))
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
         if row["stage"]:
@@ -234,17 +237,16 @@ def collect(
 
     dim = int(embedder.dim)
     done: list[dict[str, Any]] = []
-    with _open_cache(embedder.fingerprint, dim) as con:
+    with VectorCache.open(embedder.fingerprint, dim, name=embedder.name) as vc:
         for row in rows:
             row = dict(row)
             if not row["stage"] and row["embedded"]:
                 vecs = np.frombuffer(row["vecs"], dtype=np.float32).reshape(-1, dim)
                 new = json.loads(row["new"])
-                con.executemany(
-                    "INSERT OR REPLACE INTO vec VALUES (?, ?)",
-                    [(text_key(t), v.tobytes()) for t, v in zip(new, vecs, strict=True)],
-                )
-                con.commit()  # each paper's vectors survive a killed job
+                try:  # checked, then committed: each paper's vectors survive a killed job
+                    vc.put([text_key(t) for t in new], vecs)
+                except IndexBuildError as e:  # invalid vectors: the paper fails, nothing cached
+                    row.update(stage="embed", status="error", error=str(e))
             row["vecs"] = b""
             done.append(row)
     done.sort(key=lambda r: r["order"])
