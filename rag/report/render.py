@@ -5,7 +5,10 @@ papermill's ``injected-parameters`` cells and every stderr stream (progress bars
 out; ``NN_name.code.html`` keeps every cell for readers who reproduce, one click away. Both use
 ``templates/post.html.j2`` (nbconvert's ``lab`` template without any script from the network,
 figures embedded), carry the notebook's own title and a navigation bar: index · previous · next ·
-the other rendering.
+the other rendering. A sweep cell's pages (``sweep_cell``) sit one folder below the sweep's page:
+their bar leads up to it and names no neighbour notebook, since a cell folder holds only its own
+(and no ``.ipynb``: a sweep publishes the pages, the executed notebook stays local).
+:func:`relink_sweep_cell` gives an already rendered cell page that bar without rendering it again.
 
 Cell tags a notebook may set: ``remove-cell`` (not in the published page), ``remove-input`` (already
 true of every code cell there), ``remove-output`` (the cell's outputs are left out of the published
@@ -44,11 +47,28 @@ def code_name(stem: str) -> str:
     return f"{stem}.code.html"
 
 
-def nav_html(stem: str, notebooks: list[str], *, code: bool) -> str:
-    """The navigation bar: index · previous · next · the other rendering of this notebook."""
+#: The bar's link up to the sweep's page, from a sweep cell's folder.
+SWEEP_HOME = "../index.html"
+#: The navigation bar as the template writes it (top, and ``post-nav bottom`` at the foot).
+_NAV = re.compile(r'<nav class="post-nav( bottom)?">.*?</nav>', re.S)
+
+
+def nav_html(stem: str, notebooks: list[str], *, code: bool, sweep_cell: bool = False) -> str:
+    """The navigation bar: index · previous · next · the other rendering of this notebook; for a
+    sweep cell, up to the sweep's page · the other rendering · metrics.json."""
 
     def page(s: str) -> str:
         return code_name(s) if code else f"{s}.html"
+
+    alternate = (
+        f'<a href="{stem}.html" rel="alternate">published version (no code)</a>'
+        if code
+        else f'<a href="{code_name(stem)}" rel="alternate">code version</a>'
+    )
+    metrics = f'<a href="{stem}/metrics.json">metrics.json</a>'
+    if sweep_cell:
+        up = f'<a href="{SWEEP_HOME}" rel="index">↑ sweep</a>'
+        return '<nav class="post-nav">' + " · ".join([up, alternate, metrics]) + "</nav>"
 
     i = notebooks.index(stem) if stem in notebooks else -1
     prev = notebooks[i - 1] if i > 0 else None
@@ -64,13 +84,9 @@ def nav_html(stem: str, notebooks: list[str], *, code: bool) -> str:
         if nxt
         else '<span class="here">(last) →</span>'
     )
-    parts.append(
-        f'<a href="{stem}.html" rel="alternate">published version (no code)</a>'
-        if code
-        else f'<a href="{code_name(stem)}" rel="alternate">code version</a>'
-    )
+    parts.append(alternate)
     parts.append(f'<a href="{stem}.ipynb">notebook (.ipynb)</a>')
-    parts.append(f'<a href="{stem}/metrics.json">metrics.json</a>')
+    parts.append(metrics)
     return '<nav class="post-nav">' + " · ".join(parts) + "</nav>"
 
 
@@ -116,12 +132,15 @@ def _exporter(*, code: bool) -> Any:
     return exporter
 
 
-def render_notebook(ipynb: Path, notebooks: list[str] | None = None) -> tuple[Path, Path]:
+def render_notebook(
+    ipynb: Path, notebooks: list[str] | None = None, *, sweep_cell: bool = False
+) -> tuple[Path, Path]:
     """Render ``ipynb`` beside itself as ``<stem>.html`` (published) and ``<stem>.code.html``.
 
     Args:
         ipynb: the executed notebook.
         notebooks: every notebook stem of the report in order (for previous/next links).
+        sweep_cell: the notebook is a sweep cell's (:func:`nav_html`).
 
     Returns:
         The published page and the page with code.
@@ -137,7 +156,8 @@ def render_notebook(ipynb: Path, notebooks: list[str] | None = None) -> tuple[Pa
     nb.metadata["title"] = f"{title} — arXiv RAG Lab"
     written = []
     for code in (False, True):
-        resources = {"post_nav": {"html": nav_html(stem, notebooks, code=code), "code": code}}
+        nav = nav_html(stem, notebooks, code=code, sweep_cell=sweep_cell)
+        resources = {"post_nav": {"html": nav, "code": code}}
         if code:
             nb_code = copy.deepcopy(nb)
             nb_code.metadata["title"] = f"{title} (with code) — arXiv RAG Lab"
@@ -151,3 +171,20 @@ def render_notebook(ipynb: Path, notebooks: list[str] | None = None) -> tuple[Pa
         path.write_text(body, encoding="utf-8")
         written.append(path)
     return written[0], written[1]
+
+
+def relink_sweep_cell(page: Path) -> bool:
+    """Give a rendered sweep cell page (``<stem>.html`` or ``<stem>.code.html``) the sweep cell's
+    navigation bar, top and bottom, exactly as :func:`render_notebook` with ``sweep_cell`` writes
+    it; returns whether the page changed. Rendering a cell again means executing it, which a
+    published sweep may take hours to do."""
+    text = page.read_text(encoding="utf-8")
+    code = page.name.endswith(".code.html")
+    stem = page.name.removesuffix(".code.html") if code else page.name.removesuffix(".html")
+    nav = nav_html(stem, [], code=code, sweep_cell=True)
+    bottom = nav.replace('class="post-nav"', 'class="post-nav bottom"')
+    new = _NAV.sub(lambda m: bottom if m.group(1) else nav, text)
+    if new == text:
+        return False
+    page.write_text(new, encoding="utf-8")
+    return True

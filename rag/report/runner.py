@@ -131,9 +131,11 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def render_html(ipynb: Path, notebooks: list[str] | None = None) -> tuple[Path, Path]:
+def render_html(
+    ipynb: Path, notebooks: list[str] | None = None, *, sweep_cell: bool = False
+) -> tuple[Path, Path]:
     """Render an executed notebook twice: the published page and the page with code."""
-    return render.render_notebook(ipynb, notebooks)
+    return render.render_notebook(ipynb, notebooks, sweep_cell=sweep_cell)
 
 
 def _execute(
@@ -192,6 +194,7 @@ def execute_and_render(
     strict: bool = False,
     scrubbed: publish.ScrubReport | None = None,
     pages: list[str] | None = None,
+    sweep_cell: bool = False,
     **engine_kwargs: Any,
 ) -> NotebookRun:
     """Execute one notebook into ``dst``, scrub it and render both pages; fill in ``rec``.
@@ -200,7 +203,8 @@ def execute_and_render(
     recorded in ``rec`` (status, error naming the cell), never raised: the rendered notebook with
     its error cell is kept. The report runner and ``rag sweep`` both execute through here.
     ``pages`` are the notebook stems the page's previous/next links may point at (default: every
-    notebook), so a folder holding only some notebooks links to none it lacks.
+    notebook), so a folder holding only some notebooks links to none it lacks; a ``sweep_cell``'s
+    pages link up to the sweep's page and to no other notebook (:func:`rag.report.render.nav_html`).
     """
     scrubbed = scrubbed if scrubbed is not None else publish.ScrubReport()
     out = dst.parent
@@ -221,7 +225,7 @@ def execute_and_render(
     if dst.exists():
         scrubbed.merge(publish.scrub_file(dst, strict=strict))
         stems = pages if pages is not None else [n.stem for n in profiles.notebook_paths()]
-        for page in render_html(dst, stems):
+        for page in render_html(dst, stems, sweep_cell=sweep_cell):
             scrubbed.merge(publish.scrub_file(page, strict=strict))
     if log_file.exists():  # the log is not a page, but it is published beside the pages
         scrubbed.merge(publish.scrub_file(log_file))

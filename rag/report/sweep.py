@@ -9,6 +9,10 @@ Layout of one sweep (``outputs/sweeps/<name>/``)::
     <cell>/manifest.json     parameters, notebook hashes, code version, status, error, wall time
     <cell>/NN_name.ipynb     the executed notebook (+ .html, .code.html, logs/, NN_name/)
 
+A cell's pages lead up to the sweep's ``index.html`` and name no neighbour notebook (a cell folder
+holds only its own): :func:`relink_pages` gives every cell page of a sweep that bar, also pages
+rendered before it existed, and each run ends with it.
+
 Every cell is executed exactly like the report (:func:`rag.report.runner.execute_and_render`), in a
 process of its own (a fresh pool worker per cell, or a Ray task with ``max_calls=1``) with a kernel
 of its own (:class:`rag.report.kernels.IsolatedKernelManager`). A cell's manifest is written when
@@ -38,7 +42,7 @@ from tqdm.auto import tqdm
 from rag import paths
 from rag.errors import ConfigError, NotebookError
 from rag.index.ray_embed import start_ray
-from rag.report import profiles, publish, runner, sweep_config, sweep_page, sweep_results
+from rag.report import profiles, publish, render, runner, sweep_config, sweep_page, sweep_results
 from rag.report.fingerprint import code_version  # the report runner keys its notebooks on it too
 from rag.shard import SHARDS_ENV, process_env
 
@@ -125,6 +129,7 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
                 kernel,
                 strict=task.get("strict", False),
                 scrubbed=scrubbed,
+                sweep_cell=True,
                 kernel_manager_class=IsolatedKernelManager,
             )
             manifest["notebooks"].append(asdict(rec))
@@ -136,6 +141,14 @@ def run_cell(task: dict[str, Any]) -> dict[str, Any]:
     manifest["scrubbed"] = scrubbed.to_dict()
     _write_json(out / MANIFEST, manifest)
     return manifest
+
+
+def relink_pages(out_root: Path) -> list[Path]:
+    """Give every cell page under a sweep folder (``<cell>/NN_name.html``, ``.code.html``) the
+    sweep cell's navigation bar (:func:`rag.report.render.relink_sweep_cell`); returns the pages
+    that changed."""
+    pages = sorted(out_root.glob("*/[0-9][0-9]_*.html"))
+    return [p for p in pages if render.relink_sweep_cell(p)]
 
 
 def _tasks(
@@ -304,6 +317,7 @@ def run_sweep(
     paired = sweep_results.paired_vs_base(out_root, manifests, base.name, spec)
     paired.to_csv(out_root / "paired.csv", index=False, float_format="%.6g")
     _write_json(out_root / "sweep.json", summary)
+    relink_pages(out_root)
     page = sweep_page.write_page(out_root, summary, table, paired, spec)
     for f in (page, out_root / "sweep.json"):
         publish.scrub_file(f, strict=strict)
