@@ -135,49 +135,39 @@ def test_long_modules_exist_and_state_a_split_plan():
         assert plan.startswith("split plan: "), f"rag/{rel}: state the split plan"
 
 
-def _readme_map() -> dict[str, list[str]]:
-    """The README's package map as ``{folder: [module, ...]}``; the folder of the shared core
-    (top-level modules) is ``""``.
-
-    Each bullet is ``- **`<folder>/`** `<module>`: what · `<module>`: what · ...`` (the core's
-    head is ``core``); a module inside a sub-package is written ``<sub>/<module>``.
-    """
-    readme = (paths.project_root() / "README.md").read_text()
-    assert "\n## Package map\n" in readme, "README.md has no '## Package map' section"
-    section = readme.split("\n## Package map\n", 1)[1].split("\n## ", 1)[0]
-    found: dict[str, list[str]] = {}
-    for bullet in re.split(r"\n- (?=\*\*)", "\n" + section)[1:]:
-        text = " ".join(line.strip() for line in bullet.splitlines())
-        head = re.match(r"\*\*(core|`([\w/]+)/`)\*\*\s*", text)
-        assert head, f"README's package map: cannot read the bullet {text[:60]!r}"
-        folder = head.group(2) or ""
-        items = text[head.end() :].split(" · ")
-        found[folder] = [m.group(1) for i in items if (m := re.match(r"`([\w/]+)`", i))]
-    return found
+#: A module's line in its package's docstring: ``- ``name``: what it holds``.
+MODULE_LINE = re.compile(r"^- ``(\w+)``: \S", re.M)
 
 
-def test_readme_package_map_lists_every_module():
-    listed = _readme_map()
-    actual: dict[str, set[str]] = {}
-    for p in _modules():
-        rel = p.relative_to(PKG).with_suffix("")
-        if rel.name == "__init__":
-            continue
-        folder = rel.parts[0] if len(rel.parts) > 1 else ""
-        actual.setdefault(folder, set()).add("/".join(rel.parts[1:]) if folder else rel.name)
-    missing = [
-        f"rag/{f + '/' if f else ''}{m}.py"
-        for f in sorted(actual)
-        for m in sorted(actual[f] - set(listed.get(f, [])))
-    ]
-    assert not missing, f"README's package map does not list {missing}"
-    gone = [
-        f"rag/{f + '/' if f else ''}{m}.py"
-        for f in sorted(listed)
-        for m in listed[f]
-        if m not in actual.get(f, set())
-    ]
-    assert not gone, f"README's package map lists modules that do not exist: {gone}"
+def _packages() -> list[Path]:
+    return sorted(p.parent for p in PKG.rglob("__init__.py"))
+
+
+def _listed(package: Path) -> list[str]:
+    """The modules a package's docstring names, one ``- ``name``: what`` line each."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    return MODULE_LINE.findall(doc)
+
+
+@pytest.mark.parametrize("package", _packages(), ids=lambda p: str(p.relative_to(PKG)) or "rag")
+def test_each_package_docstring_names_every_module(package):
+    rel = package.relative_to(PKG).as_posix()
+    where = f"rag/{rel + '/' if rel != '.' else ''}__init__.py"
+    actual = {p.stem for p in package.glob("*.py") if p.name != "__init__.py"}
+    actual |= {p.parent.name for p in package.glob("*/__init__.py")}
+    listed = _listed(package)
+    missing = sorted(actual - set(listed))
+    assert not missing, f"{where}'s docstring does not name {missing}: add '- ``name``: what'"
+    gone = sorted(set(listed) - actual)
+    assert not gone, f"{where}'s docstring names modules that do not exist: {gone}"
+    twice = sorted({m for m in listed if listed.count(m) > 1})
+    assert not twice, f"{where}'s docstring names {twice} twice"
+
+
+def test_the_module_line_pattern_reads_what_it_should():
+    doc = "Intro ``x``.\n\n- ``fetch``: cache → mirror\n- ``ingest_summary``: the record\n  more"
+    assert MODULE_LINE.findall(doc) == ["fetch", "ingest_summary"]
+    assert MODULE_LINE.findall("- ``x``:\n- `y`: one tick\n  - ``z``: indented") == []
 
 
 def test_notebooks_define_no_functions_or_classes():

@@ -3,6 +3,32 @@
 ``rag bench`` runs the per-stage ones (:mod:`rag.bench.run`); the heavier ones have make targets.
 Settled A/B measurements are listed with their JSON in docs/decisions.md, and research questions
 live in ``experiments/`` (not installed; nothing here imports them).
+
+Modules:
+
+- ``chunk``: chunkers
+- ``corpus``: fetch, parse, chunk
+- ``embedders``: embedders side by side, paired
+- ``evaluation``: ranx scoring
+- ``http_overhead``: HTTP vs in-process LLM calls
+- ``hyde``: HyDE in shards
+- ``hygiene``: index hygiene, paired
+- ``index``: embedding, build, query
+- ``judges``: a judge vs offline-v2
+- ``llm``: LLM engines
+- ``offline_judge``: judge speed
+- ``pipeline``: the folder pipeline, serial vs Ray
+- ``ray_embedding``: Ray vs serial embedding
+- ``refextract_compare``: refextract vs the reference splitter
+- ``report_timing``: cold/warm ``make report``
+- ``reproduce``: a run vs the published one
+- ``rerank``: offline rerankers
+- ``run``: ``rag bench``
+- ``scale``: 1×–100×
+- ``scale_1000``: 1,000×
+- ``scale_view``: 03's view of scale.json
+- ``serve``: service load
+- ``sweep_speed``: sweep speed
 """
 
 from __future__ import annotations

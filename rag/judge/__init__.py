@@ -7,6 +7,18 @@ depend on the judge. Implementations: :mod:`rag.judge.offline` (no API) and
 :mod:`rag.judge.llm_judge`. This module stays import-light (no torch) so metrics can use the
 records without a model. The claim-level contract (:class:`Verdict`, :class:`ClaimJudge`) lives in
 :mod:`rag.verdicts`, below the answer stage that also uses it, and is re-exported here.
+
+Modules:
+
+- ``artifact``: the stored judge and its content key
+- ``contrast``: contradiction cues
+- ``features``: alignment features
+- ``fit``: features → classifiers by grouped CV
+- ``llm_judge``: the LLM judge
+- ``offline``: the offline judge (features + classifier)
+- ``pin``: ``make judge``: fit and pin
+- ``pinned``: fitted judges as JSON in ``data/judge/`` (``make judge``)
+- ``settings``: judge settings, ``offline-v1``/``offline-v2``
 """
 
 from __future__ import annotations

@@ -1,11 +1,17 @@
 """The lab from a notebook: ``from rag import Lab``.
 
-front (:class:`Lab`, :class:`Chat`: the paper desk's tools as methods, loaded lazily) · records
-(the typed results: HTML in Jupyter, text, DataFrame, the service's JSON) · papers (the paper
-desk's records) · compare (one question
-through several retrievers, graded against the gold) · html (the records' markup, nothing loaded
-from the network) · notebook (what a Jupyter cell shows: records, not progress bars or the lab's
-frames). See ``docs/lab.md``.
+:class:`Lab` and :class:`Chat` offer the paper desk's tools as methods, loaded lazily; they return
+typed records that show as HTML in Jupyter, as text, as a DataFrame or as the service's JSON, with
+no markup loaded from the network. See ``docs/lab.md``.
+
+Modules:
+
+- ``compare``: retrievers side by side, graded
+- ``front``: ``rag.Lab``, the desk in a notebook
+- ``html``: markup
+- ``notebook``: what a cell shows (no progress bars, input errors briefly)
+- ``papers``: the desk's paper records
+- ``records``: hits, answers, verdicts
 """
 
 from __future__ import annotations

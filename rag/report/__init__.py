@@ -1,1 +1,25 @@
-"""The report: profiles, the papermill runner, scrubbing and publishing, the metrics recorder."""
+"""The report: profiles, the papermill runner, scrubbing and publishing, the metrics recorder.
+
+Modules:
+
+- ``calibrate``: ``make calibrate``
+- ``figures``: figures
+- ``fingerprint``: skip unchanged notebooks
+- ``freshness``: stale pages
+- ``index_page``: the front page
+- ``kernels``: kernels that start in parallel
+- ``markdown``: Markdown posts
+- ``profiles``: profiles and their validation
+- ``publish``: nothing secret reaches a page
+- ``quiet``: logs, not cells
+- ``readings``: each notebook's findings computed from its numbers (one module per notebook)
+- ``readme_claims``: README numbers, their sources
+- ``readme_numbers``: the check
+- ``recorder``: metrics.json, tables, figures
+- ``render``: published and code pages
+- ``runner``: papermill → HTML
+- ``sweep``: ``rag sweep``, local or Ray
+- ``sweep_config``: sweep files and cells
+- ``sweep_page``: a sweep's page
+- ``sweep_results``: a sweep's table and paired tests
+"""

@@ -1,6 +1,24 @@
 """Ask the lab: the report's components behind a command line and an HTTP service.
 
-config (the profile's settings) · index (the served index: cached base + atomic incremental adds)
-· engine (search, ask, chat) · jobs (ingest worker) · guard (key, rate limit, body limit,
-scrubbing) · models (request/response schemas) · app (FastAPI) · static/ (the demo page).
+The path of one question: ``rag ask``, ``POST /ask``, the MCP server and ``rag.Lab`` all call the
+desk (:mod:`rag.serve.desk`), which calls the engine (:mod:`rag.serve.engine`: retrievers,
+answerers and the judge over the served index). ``static/`` holds the demo page.
+
+Modules:
+
+- ``app``: FastAPI
+- ``commands``: ``rag search/ask/chat/serve``
+- ``config``: the profile's settings
+- ``desk``: the paper desk's tools, once
+- ``desk_commands``: ``rag cites/related/summary/research/mcp``
+- ``desk_models``: paper routes' response models
+- ``engine``: search, ask, chat
+- ``folder_lab``: the lab over a folder of PDFs, through the same desk
+- ``guard``: key, rate and body limits
+- ``index``: served index, atomic adds
+- ``jobs``: ingest jobs
+- ``mcp_server``: the desk over MCP
+- ``models``: request/response schemas
+- ``offer``: the models a deployment runs
+- ``research``: a question through the desk's tools
 """

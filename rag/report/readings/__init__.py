@@ -10,6 +10,19 @@ One module per notebook (:mod:`.ingest`, :mod:`.chunk`, :mod:`.index`, :mod:`.re
 gold covers in :mod:`.nogold`, number formatting in :mod:`.common`, and the two readings that need
 files in :mod:`.loaders`. Every reading is importable from here, so notebooks
 write ``from rag.report import readings`` and ``readings.<name>(...)``.
+
+Modules:
+
+- ``chunk``: 02's findings
+- ``common``: number formatting
+- ``conversation``: 06's findings
+- ``faithfulness``: 05's findings
+- ``index``: 03's findings
+- ``ingest``: 01's findings
+- ``loaders``: the file reads behind two readings
+- ``nogold``: skip notes and gold-free findings
+- ``papers``: 07's findings
+- ``retrieval``: 04's findings
 """
 
 from __future__ import annotations
