@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
 from pathlib import Path
 
 import pymupdf
@@ -251,3 +252,25 @@ def test_a_folder_without_pdfs_is_an_error_naming_it(env, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["search", "--pdfs", str(tmp_path / "empty"), "--embedder", EMB, "x"]) == 2
     assert "holds no .pdf file" in capsys.readouterr().err
+
+
+def test_mcp_serves_the_folders_papers_as_paper_resources(env, tmp_path):
+    from mcp import StdioServerParameters
+
+    from tests.test_mcp import Client
+
+    ids = {t: pid for pid, t in _ids(env["build"]).items()}
+    args = ["-m", "rag.cli", "mcp", "--pdfs", str(env["folder"]), "--embedder", EMB]
+    params = StdioServerParameters(
+        command=sys.executable, args=args, env=dict(os.environ), cwd=str(paths.project_root())
+    )
+    with (tmp_path / "server.log").open("w") as errlog:
+        c = Client(params, errlog)
+        try:
+            r = c.run(lambda s: s.read_resource(f"paper://{ids[GAMMA]}"))
+            d = json.loads(r.contents[0].text)
+            listed = c.run(lambda s: s.list_resources())
+        finally:
+            c.close()
+    assert (d["title"], d["file"], d["authors"]) == (GAMMA, "Über Zettel – v2.pdf", ["Émile Zola"])
+    assert {f"paper://{pid}" for pid in ids.values()} <= {str(x.uri) for x in listed.resources}

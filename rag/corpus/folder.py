@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from rag import paths
+from rag.corpus.lock import file_lock
 from rag.corpus.pdf_check import sha256_file
 from rag.corpus.pdf_meta import PdfMeta, read_meta
 from rag.errors import ConfigError
@@ -287,7 +288,7 @@ def build_folder(
     chunking: Mapping[str, Any] | None = None,
     root: str | os.PathLike[str] | None = None,
     engine: str = "serial",
-    show_progress: bool = False,
+    show_progress: bool | None = None,
 ) -> FolderBuild:
     """Scan, identify, index and record ``folder`` (module docstring).
 
@@ -297,19 +298,34 @@ def build_folder(
         chunking: :class:`~rag.text.chunk.ChunkSettings` fields (default: the fixed chunker).
         root: where the index, manifest and summary are kept (default: a cache folder).
         engine: ``serial`` or ``ray`` (the pipeline's engines).
-        show_progress: progress bars per stage.
+        show_progress: progress bars per stage (None: on the folder's first run only).
 
     Raises:
         ConfigError: ``folder`` is not a folder, or holds no PDF at all.
     """
-    from rag.index.pipeline import run_pipeline
-
     t0 = time.perf_counter()
     folder = Path(folder)
     key = {"embedder": embedder if isinstance(embedder, str) else repr(embedder),
            "chunking": dict(chunking or {})}  # fmt: skip
     base = Path(root) if root else folder_root(folder, key)
     base.mkdir(parents=True, exist_ok=True)
+    if show_progress is None:
+        show_progress = not (base / MANIFEST).exists()
+    with file_lock(base / ".folder.lock"):  # one build of a folder's index at a time
+        return _build(folder, base, t0, embedder, chunking, engine, show_progress)
+
+
+def _build(
+    folder: Path,
+    base: Path,
+    t0: float,
+    embedder: Any,
+    chunking: Mapping[str, Any] | None,
+    engine: str,
+    show_progress: bool,
+) -> FolderBuild:
+    from rag.index.pipeline import run_pipeline
+
     files, bad = scan(folder)
     if not files and not bad:
         raise ConfigError(

@@ -6,20 +6,29 @@ used) twice, from the page-1 layout alone and with the PDF's own ``/Title`` pref
 carries it, and compares each extracted title with the manifest's title after
 :func:`rag.corpus.titlecheck.normalise` (lower case, letters and digits). It writes the exact-match
 accuracy of both, the misses, and the seconds per PDF to ``outputs/bench/folder_titles.json``.
+
+``--growth N`` times ``rag ask --pdfs`` on a copy of N corpus PDFs with an empty cache: cold,
+warm, after adding one PDF and after removing it (``outputs/bench/folder_growth.json``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from rag import paths
 from rag.corpus.manifest import load_manifest
 from rag.corpus.pdf_meta import read_meta
 from rag.corpus.titlecheck import normalise
-from rag.paths import default_mirror, display, project_root
+from rag.paths import CACHE_ENV, default_mirror, display, project_root
 
 
 def measure(manifest: Path | None, pdf_dir: Path) -> dict[str, Any]:
@@ -50,9 +59,93 @@ def measure(manifest: Path | None, pdf_dir: Path) -> dict[str, Any]:
     return out
 
 
+def citations(manifest: Path | None, pdf_dir: Path) -> dict[str, Any]:
+    """Title resolution of references with their ids hidden (:func:`rag.papers.measure.
+    title_probes`) at the pinned threshold, matched against the manifest's titles with the stamp
+    dates (the pinned graph) and against the titles read from the PDFs with no dates (a folder)."""
+    from rag.corpus.papers import corpus_papers
+    from rag.papers.measure import _confusion, _proportion, title_probes
+    from rag.papers.resolve import TITLE_THRESHOLD, TitleMatcher
+
+    papers, parsed = corpus_papers(str(manifest or "data/manifest.jsonl"), pdf_mirror=str(pdf_dir))
+    parsed = [p for p in parsed if p.ok]
+    read = {p.arxiv_id: read_meta(pdf_dir / p.filename, use_stamp=False).title for p in papers}
+    folder = [p.model_copy(update={"title": read[p.arxiv_id], "stamp_date": None}) for p in papers]
+    out: dict[str, Any] = {
+        "what": "references that carry an arXiv id of another paper, resolved by their text with "
+        "the ids hidden; truth = the id the authors wrote",
+        "threshold": TITLE_THRESHOLD,
+        "papers": len(parsed),
+    }
+    for name, plist, slack in (("manifest_titles_with_dates", papers, True),
+                               ("pdf_titles_no_dates", folder, False)):  # fmt: skip
+        kw = {} if slack else {"date_slack_months": None}
+        matcher = TitleMatcher({p.arxiv_id: p.title for p in plist}, **kw)
+        probes = title_probes(plist, parsed, matcher)
+        prec, rec = _confusion(probes, TITLE_THRESHOLD)
+        out[name] = {
+            "entries": len(probes),
+            "entries_citing_corpus": sum(1 for p in probes if p.truth),
+            "precision": _proportion(prec),
+            "recall": _proportion(rec),
+        }
+    return out
+
+
+def _timed_ask(folder: Path, cache: Path, question: str) -> float:
+    env = {**os.environ, CACHE_ENV: str(cache)}
+    t0 = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "rag.cli", "ask", "--pdfs", str(folder), question],
+        env=env, check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return round(time.perf_counter() - t0, 2)
+
+
+def growth(pdf_dir: Path, n: int, workdir: Path, question: str) -> dict[str, Any]:
+    """Wall seconds of ``rag ask --pdfs`` on a folder of the first ``n`` corpus PDFs with an empty
+    cache (cold), again (warm), after adding the next PDF (add one) and after removing it (for
+    ``n`` = the whole corpus, the first ``n - 1`` and the last)."""
+    files = sorted(pdf_dir.glob("*.pdf"))[: n + 1]
+    n = min(n, len(files) - 1)  # the whole corpus: its first N-1 papers, then the last added
+    folder, cache = workdir / f"folder{n}", workdir / "cache"
+    shutil.rmtree(workdir, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for f in files[:n]:
+        shutil.copy(f, folder / f"paper {f.stem}.pdf")
+    cache.mkdir()  # the query encoder's ONNX export is per machine, not per folder: shared
+    os.symlink(paths.cache_dir("onnx"), cache / "onnx")
+    cold = _timed_ask(folder, cache, question)
+    warm = _timed_ask(folder, cache, question)
+    shutil.copy(files[n], folder / "added.pdf")
+    added = _timed_ask(folder, cache, question)
+    (folder / "added.pdf").unlink()
+    removed = _timed_ask(folder, cache, question)
+    return {
+        "what": "wall seconds of `rag ask --pdfs DIR QUESTION` (a fresh process each time)",
+        "papers": n, "question": question, "cold_s": cold, "warm_s": warm,
+        "add_one_s": added, "remove_one_s": removed,
+        "add_one_over_cold": round(added / cold, 4),
+    }  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Measure and write ``outputs/bench/folder_titles.json``."""
+    """Measure and write ``outputs/bench/folder_titles.json`` (or, with ``--growth N``,
+    ``outputs/bench/folder_growth.json``)."""
     ap = argparse.ArgumentParser(prog="python -m rag.corpus.folder_bench", description=__doc__)
+    ap.add_argument(
+        "--growth",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time rag ask --pdfs on N corpus PDFs: cold, warm, add one, remove one",
+    )
+    ap.add_argument("--workdir", type=Path, default=None, help="(--growth) scratch folder")
+    ap.add_argument(
+        "--citations",
+        action="store_true",
+        help="title resolution with ids hidden: manifest titles vs titles from PDFs",
+    )
     ap.add_argument("--manifest", type=Path, default=None, help="default data/manifest.jsonl")
     ap.add_argument("--pdf-dir", type=Path, default=None, help="default: the PDF mirror")
     ap.add_argument(
@@ -62,6 +155,20 @@ def main(argv: list[str] | None = None) -> int:
     pdf_dir = args.pdf_dir or default_mirror()
     if pdf_dir is None:
         ap.error("no PDF mirror found; pass --pdf-dir")
+    if args.growth:
+        work = args.workdir or Path(tempfile.mkdtemp(prefix="folder-growth-"))
+        q = "How does the model handle out-of-vocabulary words?"
+        result = growth(pdf_dir, args.growth, work, q)
+        out = args.out.with_name("folder_growth.json")
+        out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps(result, indent=1))
+        return 0
+    if args.citations:
+        result = citations(args.manifest, pdf_dir)
+        out = args.out.with_name("folder_citations.json")
+        out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps(result, indent=1))
+        return 0
     result = measure(args.manifest, pdf_dir)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

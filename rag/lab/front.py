@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -94,7 +95,7 @@ class Lab:
                 profile_name(profile),
                 paper_ids=tuple(papers),
                 local_model=local_model,
-                pdfs=str(pdfs),
+                pdfs=str(Path(pdfs).expanduser().resolve()) if pdfs else "",
                 embedder=embedder or None,
             )
         self.profile = self.settings.profile

@@ -13,13 +13,14 @@ import logging
 import os
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 RETRIEVERS = ("dense", "bm25", "hybrid", "rerank", "multi-query", "hyde")
 #: ``-v`` on ``rag`` and on each of these commands (the quiet default: rag.cli.QUIET_COMMANDS).
 VERBOSE_HELP = (
-    "show logs: search, ask, chat, cites, related and summary print only their answer without "
-    "it (-vv: debug); other commands log at info, -v at debug"
+    "show logs: search, ask, chat, cites, related and summary print only their answer, and mcp "
+    "logs only errors, without it (-vv: debug); other commands log at info, -v at debug"
 )
 
 
@@ -57,8 +58,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def folder_embedder(args: argparse.Namespace) -> dict[str, str]:
-    """``{"embedder": NAME}`` when ``--embedder`` names one for a ``--pdfs`` folder.
+def folder_options(args: argparse.Namespace) -> dict[str, str]:
+    """``--pdfs`` as an absolute path (a relative one is from the working folder) and
+    ``--embedder`` when it names the folder's embedder, as settings overrides.
 
     Raises:
         ConfigError: ``--embedder`` without ``--pdfs`` (a profile's embedder is its parameter).
@@ -68,7 +70,8 @@ def folder_embedder(args: argparse.Namespace) -> dict[str, str]:
     if args.embedder and not args.pdfs:
         raise ConfigError("--embedder chooses a --pdfs folder's embedder; a profile's embedder "
                           "is its `embedder` parameter")  # fmt: skip
-    return {"embedder": args.embedder} if args.embedder else {}
+    out = {"pdfs": str(Path(args.pdfs).expanduser().resolve())} if args.pdfs else {}
+    return {**out, "embedder": args.embedder} if args.embedder else out
 
 
 def _lab(args: argparse.Namespace, **serve_kw: Any):
@@ -80,7 +83,7 @@ def _lab(args: argparse.Namespace, **serve_kw: Any):
     # gguf: names in requests other than the profile's local_model)
     local = answerer if answerer.startswith("gguf:") else None
     settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()), local_model=local,
-                                pdfs=args.pdfs, **folder_embedder(args))  # fmt: skip
+                                **folder_options(args))  # fmt: skip
     return load_lab(settings, ServeSettings(index_dir=args.index_dir, **serve_kw))
 
 
@@ -180,8 +183,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     scrubber = ScrubFilter((key,) if key else ())
     for h in logging.getLogger().handlers:
         h.addFilter(scrubber)
-    settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()), pdfs=args.pdfs,
-                                **folder_embedder(args))  # fmt: skip
+    settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()),
+                                **folder_options(args))  # fmt: skip
     serve = ServeSettings(
         index_dir=args.index_dir,
         allow_network=not args.offline,

@@ -92,8 +92,6 @@ def load_folder_lab(
     settings: LabSettings,
     serve: ServeSettings,
     status: Callable[[str], None] = lambda s: None,
-    *,
-    show_progress: bool = False,
 ) -> Any:
     """Build or reuse the index of ``settings.pdfs`` and load the lab over it.
 
@@ -110,7 +108,7 @@ def load_folder_lab(
     chunking = chunk_settings(settings.chunking())
     build = build_folder(
         resolve(settings.pdfs), embedder=settings.embedder, chunking=settings.chunking(),
-        root=resolve(serve.index_dir) if serve.index_dir else None, show_progress=show_progress,
+        root=resolve(serve.index_dir) if serve.index_dir else None,
     )  # fmt: skip
     if build.indexed is None:
         rows = "; ".join(f"{r['file']} ({r['stage']}: {r['reason']})" for r in build.summary["bad"])
