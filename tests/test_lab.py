@@ -266,6 +266,7 @@ def test_rag_ask_prints_only_the_answer_unless_asked_for_logs(lab):
     assert quiet.stderr == "" and "\nSources:\n" in quiet.stdout
     loud = rag("ask", "-v", "Which n-gram lengths?", "-k", "1", "--json", *where)
     assert loud.returncode == 0 and "INFO rag." in loud.stderr
+    assert "faiss.loader" not in loud.stderr and "ModuleNotFoundError" not in loud.stderr
     assert json.loads(loud.stdout)["query"] == "Which n-gram lengths?"
     before = rag("-v", "search", "n-grams", "-k", "1", *where)
     assert "INFO rag." in before.stderr and before.stdout.startswith("hybrid: 1 hits")

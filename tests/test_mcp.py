@@ -82,6 +82,7 @@ def client(tmp_path_factory, shared_dir):
     )
     with (tmp / "server.log").open("w") as errlog:
         c = Client(params, errlog)
+        c.log = tmp / "server.log"
         yield c
         c.close()
 
@@ -191,6 +192,33 @@ def test_a_bad_input_is_a_tool_error_naming_it(client, tool, arguments, named):
     text = error_text(client.call(tool, **arguments))
     for word in named:
         assert word in text, text
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "bad"),
+    [
+        ("search", {"query": "word vectors", "k": 0}, "k"),
+        ("ask", {"question": "How does SBERT derive sentence embeddings?", "k": 0}, "k"),
+        ("related", {"arxiv_id": SBERT, "k": 51}, "k"),
+        ("related", {"arxiv_id": SBERT, "method": "magic"}, "method"),
+        ("summarize", {"arxiv_id": SBERT, "sentences": "many"}, "sentences"),
+    ],
+)
+def test_a_bad_argument_is_the_desks_message_not_pydantics(client, tool, arguments, bad):
+    """The SDK does not check the schema's bounds itself: the desk does, so the client reads the
+    desk's ``field=value: …`` (as docs/lab.md and the HTTP service word it), never pydantic's
+    raw error with its link."""
+    text = error_text(client.call(tool, **arguments))
+    assert f"ToolInputError: {bad}={arguments[bad]!r}: " in text, text
+    assert "pydantic" not in text and "validation error" not in text, text
+
+
+def test_the_server_starts_quietly(client):
+    """Loading the index logs nothing at info (nor faiss's loader): the server's stderr is the
+    log a desktop client shows, and holds only errors unless ``rag -v mcp``."""
+    client.run(lambda s: s.list_tools())  # the index is loaded before the server answers
+    log = client.log.read_text()
+    assert "INFO" not in log and "faiss" not in log, log[:2000]
 
 
 def test_the_server_still_serves_after_bad_inputs(client):

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 
 from rag.errors import IndexBuildError, RetrievalError
 from rag.index.vectors import exact_rescore, vectors_fingerprint
+from rag.paths import display
 
 logger = logging.getLogger(__name__)
 
@@ -472,10 +473,13 @@ def load_or_build(
         "embedder_fingerprint": embedder_fingerprint,
         "chunk_fingerprint": chunk_fingerprint,
     }
-    try:
-        return DenseIndex.load(directory, expected)
-    except IndexBuildError as e:
-        logger.info("building dense index: %s", e)
+    if not (Path(directory) / "meta.json").exists():  # the usual first build: no error to report
+        logger.info("dense index: first build in %s", display(directory))
+    else:
+        try:
+            return DenseIndex.load(directory, expected)
+        except IndexBuildError as e:
+            logger.info("rebuilding the dense index: %s", e)
     idx = build()
     got = {k: idx.meta()[k] for k in expected}
     if got != expected:

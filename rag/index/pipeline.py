@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 ENGINES = ("serial", "ray")
 #: ``package.module:factory``: an importable zero-argument embedder factory (a class, usually)
 FACTORY_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+#: A mirror file's stem: an arXiv id (old-style ``/`` written ``_``), optionally versioned.
+MIRROR_NAME_RE = re.compile(r"(\d{4}\.\d{4,5}|[a-z-]+(\.[A-Z]{2})?_\d{7})(v\d+)?")
 
 
 @dataclass
@@ -69,7 +71,15 @@ def pdf_files(folder: str | os.PathLike[str], limit: int = 0) -> list[Path]:
     files = sorted((p for p in root.iterdir() if p.suffix.lower() == ".pdf"), key=lambda p: p.stem)
     if not files:
         raise ConfigError(f"pipeline: {display(root)} holds no .pdf file")
-    return files[:limit] if limit > 0 else files
+    files = files[:limit] if limit > 0 else files
+    if other := [p for p in files if not MIRROR_NAME_RE.fullmatch(p.stem)]:
+        logger.warning(
+            "pipeline: %d PDF(s) not named <arxiv_id>.pdf are indexed under their file name as "
+            "the paper id: %s; rename a file to its arXiv id, or serve the folder with "
+            "`rag ask --pdfs DIR`, which names papers by their content",
+            len(other), "; ".join(f"{p.name!r} as {p.stem!r}" for p in other),
+        )  # fmt: skip
+    return files
 
 
 def embedder_spec(name: EmbedderSpec) -> EmbedderSpec:

@@ -1,11 +1,12 @@
 """``rag mcp``: the paper desk as a Model Context Protocol server (the official ``mcp`` SDK).
 
 Each tool is a :class:`rag.serve.desk.Desk` method; its arguments carry the desk's own bounds in
-their JSON schema (``k`` 1..50, a non-blank query). A bad argument, an unknown paper or a failed
-call comes back as a tool error (``isError``) whose text names the field and the value; the
-server keeps serving. Tools run on worker threads, so two calls in flight do not wait on each
-other's retrieval (chat models are still used one at a time by the lab). Every served paper is a
-resource ``paper://{arxiv_id}`` (its metadata and sections as JSON).
+their JSON schema (``k`` 1..50, a non-blank query), and the desk checks them, so a bad argument,
+an unknown paper or a failed call comes back as a tool error (``isError``) whose text is the
+desk's, naming the field and the value; the server keeps serving. Tools run on worker threads, so
+two calls in flight do not wait on each other's retrieval (chat models are still used one at a
+time by the lab). Every served paper is a resource ``paper://{arxiv_id}`` (its metadata and
+sections as JSON). The server logs nothing but errors unless ``rag -v mcp``.
 
 Transports: stdio (what desktop clients start) or streamable HTTP on 127.0.0.1.
 """
@@ -23,6 +24,7 @@ import anyio
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.stdio import stdio_server
+from pydantic import BaseModel, Field
 
 from rag.errors import RagError
 from rag.serve.desk import (
@@ -31,11 +33,9 @@ from rag.serve.desk import (
     PaperArgs,
     ReadArgs,
     RelatedArgs,
-    RelatedMethod,
     SearchArgs,
     SummaryArgs,
 )
-from rag.serve.models import RetrieverName
 
 INSTRUCTIONS = (
     "Tools over a pinned corpus of arXiv papers: list_papers for the ids; search for passages; "
@@ -45,9 +45,15 @@ INSTRUCTIONS = (
 )
 
 
-def _f(model: type, name: str) -> Any:
-    """The desk model's field (bounds and description) for a tool argument's JSON schema."""
-    return model.model_fields[name]
+def _f(model: type[BaseModel], name: str) -> Any:
+    """A tool argument's field: the desk model's JSON schema for it (type, bounds, choices,
+    description), advertised to clients but not enforced by the SDK. The tool's parameter is typed
+    ``Any``, so a value out of bounds reaches the desk, whose :class:`ToolInputError` names the
+    field and the value (``k=0: …``) where the SDK's own check would return pydantic's raw error."""
+    schema = dict(model.model_json_schema()["properties"][name])
+    schema.pop("title", None)
+    schema.pop("default", None)
+    return Field(description=schema.pop("description", None), json_schema_extra=schema)
 
 
 async def _call(fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
@@ -68,20 +74,20 @@ def build_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8765) -> Fa
 
     @mcp.tool()
     async def search(
-        query: Annotated[str, _f(SearchArgs, "query")],
-        k: Annotated[int, _f(SearchArgs, "k")] = 5,
-        retriever: Annotated[RetrieverName | None, _f(SearchArgs, "retriever")] = None,
+        query: Annotated[Any, _f(SearchArgs, "query")],
+        k: Annotated[Any, _f(SearchArgs, "k")] = 5,
+        retriever: Annotated[Any, _f(SearchArgs, "retriever")] = None,
     ) -> dict[str, Any]:
         """Ranked passages (chunks) for a query, each with paper, page, section and text."""
         return await _call(desk.search, query=query, k=k, retriever=retriever)
 
     @mcp.tool()
     async def ask(
-        question: Annotated[str, _f(AskArgs, "question")],
-        k: Annotated[int | None, _f(AskArgs, "k")] = None,
-        retriever: Annotated[RetrieverName | None, _f(AskArgs, "retriever")] = None,
-        answerer: Annotated[str, _f(AskArgs, "answerer")] = "extractive",
-        judge: Annotated[bool, _f(AskArgs, "judge")] = True,
+        question: Annotated[Any, _f(AskArgs, "question")],
+        k: Annotated[Any, _f(AskArgs, "k")] = None,
+        retriever: Annotated[Any, _f(AskArgs, "retriever")] = None,
+        answerer: Annotated[Any, _f(AskArgs, "answerer")] = "extractive",
+        judge: Annotated[Any, _f(AskArgs, "judge")] = True,
     ) -> dict[str, Any]:
         """An answer from the corpus with numbered [n] citations (page and quote of each source)
         and, with judge, the offline judge's verdict on every claim."""
@@ -89,30 +95,30 @@ def build_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8765) -> Fa
                            answerer=answerer, judge=judge)  # fmt: skip
 
     @mcp.tool()
-    async def get_paper(arxiv_id: Annotated[str, _f(PaperArgs, "arxiv_id")]) -> dict[str, Any]:
+    async def get_paper(arxiv_id: Annotated[Any, _f(PaperArgs, "arxiv_id")]) -> dict[str, Any]:
         """A paper's metadata (title, category, version, URL, pages) and its sections in order."""
         return await _call(desk.get_paper, arxiv_id=arxiv_id)
 
     @mcp.tool()
     async def read(
-        arxiv_id: Annotated[str | None, _f(ReadArgs, "arxiv_id")] = None,
-        page: Annotated[int | None, _f(ReadArgs, "page")] = None,
-        chunk_id: Annotated[str | None, _f(ReadArgs, "chunk_id")] = None,
+        arxiv_id: Annotated[Any, _f(ReadArgs, "arxiv_id")] = None,
+        page: Annotated[Any, _f(ReadArgs, "page")] = None,
+        chunk_id: Annotated[Any, _f(ReadArgs, "chunk_id")] = None,
     ) -> dict[str, Any]:
         """The indexed text of one page of a paper (arxiv_id and page), or one chunk by id."""
         return await _call(desk.read, arxiv_id=arxiv_id, page=page, chunk_id=chunk_id)
 
     @mcp.tool()
-    async def citations(arxiv_id: Annotated[str, _f(PaperArgs, "arxiv_id")]) -> dict[str, Any]:
+    async def citations(arxiv_id: Annotated[Any, _f(PaperArgs, "arxiv_id")]) -> dict[str, Any]:
         """What a paper cites (in the corpus or resolved arXiv ids outside it) and which corpus
         papers cite it, each link with how it was resolved and the raw reference."""
         return await _call(desk.citations, arxiv_id=arxiv_id)
 
     @mcp.tool()
     async def related(
-        arxiv_id: Annotated[str, _f(RelatedArgs, "arxiv_id")],
-        k: Annotated[int, _f(RelatedArgs, "k")] = 10,
-        method: Annotated[RelatedMethod, _f(RelatedArgs, "method")] = "fusion",
+        arxiv_id: Annotated[Any, _f(RelatedArgs, "arxiv_id")],
+        k: Annotated[Any, _f(RelatedArgs, "k")] = 10,
+        method: Annotated[Any, _f(RelatedArgs, "method")] = "fusion",
     ) -> dict[str, Any]:
         """The corpus papers most related to one, by text similarity, co-citation, coupling,
         popularity, or fusion (RRF of text and co-citation)."""
@@ -120,9 +126,9 @@ def build_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8765) -> Fa
 
     @mcp.tool()
     async def summarize(
-        arxiv_id: Annotated[str, _f(SummaryArgs, "arxiv_id")],
-        sentences: Annotated[int, _f(SummaryArgs, "sentences")] = 5,
-        model: Annotated[str | None, _f(SummaryArgs, "model")] = None,
+        arxiv_id: Annotated[Any, _f(SummaryArgs, "arxiv_id")],
+        sentences: Annotated[Any, _f(SummaryArgs, "sentences")] = 5,
+        model: Annotated[Any, _f(SummaryArgs, "model")] = None,
     ) -> dict[str, Any]:
         """A section-aware summary of a paper (its abstract not read; extractive offline, or by
         a chat model), each sentence with the offline judge's verdict against the paper."""
