@@ -38,6 +38,7 @@ class FakeChatModel:
         seed=0,
         json_mode=False,
         prompt_version="v1",
+        check=None,
     ) -> Completion:
         self.calls.append(
             {
@@ -50,4 +51,6 @@ class FakeChatModel:
             }
         )
         text = self.reply if isinstance(self.reply, str) else self.reply(messages, prompt_version)
+        if check is not None:
+            check(text)  # as the cached model does: a reply its parser refuses raises
         return Completion(text, self.name, "fake", 10, 10, 0.0, 0.0, False)

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from rag.corpus import pdf_check
 from rag.errors import ProviderUnavailable
 from rag.index.named import artifact, parse_named
-from rag.llm import assembled, assembled_verify
-from rag.llm.assembled import ASSEMBLED, fetch
-from rag.llm.assembled_verify import content_digest, verified_digest
+from rag.llm import assembled, assembled_io, assembled_verify
+from rag.llm.assembled import ASSEMBLED, fetch, verified_digest
+from rag.llm.assembled_verify import content_digest
 from tests.test_llm_assembled import (
     WEIGHTS,
     _extract,
@@ -86,11 +85,11 @@ def test_an_unchanged_model_is_not_re_read_and_a_changed_one_is(fetched, monkeyp
     """The memo holds while size, inode, mtime and ctime hold; a flip that keeps size and mtime
     still moves ctime and is caught."""
     _, dest, _ = fetched
-    monkeypatch.setattr(pdf_check, "SETTLED_NS", 0)  # the files were just written
+    monkeypatch.setattr(assembled_io, "SETTLED_NS", 0)  # the files were just written
     verified_digest(NAME)  # hashes once and memoises
     reads = []
-    real = pdf_check.sha256_file
-    monkeypatch.setattr(pdf_check, "sha256_file", lambda p: reads.append(p.name) or real(p))
+    real = assembled_io.sha256_of
+    monkeypatch.setattr(assembled_io, "sha256_of", lambda p: reads.append(p.name) or real(p))
     verified_digest(NAME)
     assert reads == []  # a stat per file, no byte read
     _flip(dest / "model.safetensors", 7)

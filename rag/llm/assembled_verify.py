@@ -9,9 +9,12 @@ digest in its marker once the pinned archive has been verified; :func:`verify` r
 every load and refuses a model whose bytes differ, naming both digests and the fetch command.
 
 Each file's sha256 is memoised by its stat signature (size, inode, mtime, ctime) with
-:func:`rag.corpus.pdf_check.sha256_file_cached`, the PDF memo, so an unchanged model costs a few
+:func:`rag.llm.assembled_io.sha256_memo`, the PDF memo's scheme, so an unchanged model costs a few
 ``stat`` calls and any write to a file (which moves its ctime) forces a re-hash. The embedding
 fingerprint of a fetched folder keys on this digest, never on the download's.
+
+The functions take a model record (:class:`rag.llm.assembled.AssembledModel`: its ``name``,
+``sha256`` and ``folder``) and never import it, so :mod:`rag.llm.assembled` can use them.
 """
 
 from __future__ import annotations
@@ -25,10 +28,9 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from rag.errors import ProviderUnavailable
-from rag.llm.assembled import AssembledModel, fetch_command, get_assembled, model_file
-from rag.llm.assembled_io import MARKER, read_marker, sha256_of
+from rag.llm.assembled_io import MARKER, read_marker, sha256_memo, sha256_of
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +69,7 @@ def content_digest(path: Path, *, memo: bool = True) -> str:
     ``memo`` reuses each file's hash while its stat signature is unchanged; False re-reads every
     byte (``rag models fetch`` and ``rag cache verify`` do).
     """
-    from rag.corpus.pdf_check import sha256_file_cached
-
-    digest = sha256_file_cached if memo else sha256_of
+    digest = sha256_memo if memo else sha256_of
     if path.is_file():
         return digest(path)
     h = hashlib.sha256()
@@ -78,7 +78,7 @@ def content_digest(path: Path, *, memo: bool = True) -> str:
     return h.hexdigest()
 
 
-def expected_digest(model: AssembledModel, path: Path) -> str | None:
+def expected_digest(model: Any, path: Path) -> str | None:
     """The digest ``path`` must have: the pin for a file, the marker's for a folder (None: a
     marker written before folders recorded one)."""
     if model.folder is None:
@@ -87,7 +87,7 @@ def expected_digest(model: AssembledModel, path: Path) -> str | None:
     return got if isinstance(got, str) else None
 
 
-def record_digest(model: AssembledModel, path: Path, digest: str) -> None:
+def record_digest(model: Any, path: Path, digest: str) -> None:
     """Write a folder's content digest into its marker (atomically: the marker is the proof that
     the folder is complete)."""
     mark = read_marker(path) or {}
@@ -97,7 +97,7 @@ def record_digest(model: AssembledModel, path: Path, digest: str) -> None:
     os.replace(tmp, path / MARKER)
 
 
-def problem(model: AssembledModel, path: Path, *, memo: bool = True) -> tuple[str, str] | None:
+def problem(model: Any, path: Path, *, memo: bool = True) -> tuple[str, str] | None:
     """``(got, expected)`` digests when the artifact at ``path`` is not what was verified at
     fetch time, else None (it is).
 
@@ -108,58 +108,13 @@ def problem(model: AssembledModel, path: Path, *, memo: bool = True) -> tuple[st
     want = expected_digest(model, path)
     if want is None and model.folder is not None:
         weights = path / model.folder.weights
-        from rag.corpus.pdf_check import sha256_file_cached
-
-        have = sha256_file_cached(weights) if memo else sha256_of(weights)
+        have = sha256_memo(weights) if memo else sha256_of(weights)
         if have != model.folder.weights_sha256:
             return have, model.folder.weights_sha256
         record_digest(model, path, got)
         log.info("%s: recorded the content digest of its loaded files", model.name)
         return None
     return None if got == want else (got, str(want))
-
-
-def verified_digest(name: str, directory: Path | None = None) -> tuple[Path, str]:
-    """The path of a fetched model and its content digest, after checking its bytes.
-
-    Raises:
-        ConfigError: an unknown name.
-        ProviderUnavailable: not fetched, or its bytes changed since they were verified (the
-            message names both digests and the command that rebuilds it).
-    """
-    from rag.llm.assembled import present_path
-
-    model = get_assembled(name)
-    path = present_path(name, directory)
-    bad = problem(model, path)
-    if bad is not None:
-        got, want = bad
-        raise ProviderUnavailable(
-            f"fetched model {name!r} fails verification: its loaded files have sha256 {got}, "
-            f"expected {want} (the bytes changed after they were verified); "
-            f"run `{fetch_command(name)}` to rebuild it"
-        )
-    return path, expected_digest(model, path) or content_digest(path)
-
-
-def verify_all(directory: Path | None = None) -> dict[str, str]:
-    """Every fetched model re-read in full: ``{name: "ok" | "fails verification (...)"}``
-    (models not fetched are left out)."""
-    from rag.llm.assembled import ASSEMBLED, _in_place
-
-    out: dict[str, str] = {}
-    for name, model in sorted(ASSEMBLED.items()):
-        path = model_file(model, directory)
-        if not _in_place(model, path, rehash=False):
-            continue
-        bad = problem(model, path, memo=False)
-        out[name] = (
-            "ok"
-            if bad is None
-            else f"fails verification (sha256 {bad[0]}, expected {bad[1]}; "
-            f"run `{fetch_command(name)}`)"
-        )
-    return out
 
 
 def lock_file(directory: Path) -> Path:

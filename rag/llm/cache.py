@@ -101,9 +101,32 @@ class CompletionCache:
             log.warning("ignoring unreadable LLM cache entry %s: %s", key[:12], e)
             return None
 
-    def set(self, key: str, entry: CacheEntry) -> None:
-        """Store ``entry`` under ``key`` (as JSON text, so the files hold no pickles)."""
-        self._cache.set(key, json.dumps(asdict(entry), sort_keys=True))
+    def set(self, key: str, entry: CacheEntry, *, model: str | None = None) -> None:
+        """Store ``entry`` under ``key`` (as JSON text, so the files hold no pickles), tagged
+        with the ``model`` name so :meth:`clear_model` can find it."""
+        self._cache.set(key, json.dumps(asdict(entry), sort_keys=True), tag=model)
+
+    def delete(self, key: str) -> bool:
+        """Drop the entry under ``key``; whether there was one."""
+        return bool(self._cache.delete(key))
+
+    def clear_model(self, model: str) -> int:
+        """Drop every entry stored for the model named ``model``; returns how many."""
+        return int(self._cache.evict(model))
+
+    def untagged(self) -> int:
+        """How many entries carry no model name (stored before entries were tagged)."""
+        return sum(1 for k in self._cache.iterkeys() if self._cache.get(k, tag=True)[1] is None)
+
+    def verify(self) -> int:
+        """Drop entries that do not read back as a :class:`CacheEntry` (or hold an empty
+        reply); returns how many were dropped."""
+        dropped = 0
+        for key in list(self._cache.iterkeys()):
+            entry = self.get(key)
+            if entry is None or not entry.text.strip():
+                dropped += self.delete(key)
+        return dropped
 
     def __len__(self) -> int:
         return len(self._cache)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rag.errors import LLMError, ProviderUnavailable
-from rag.llm.assembled import ASSEMBLED, assembled_path, size_label
+from rag.llm.assembled import ASSEMBLED, AssembledModel, assembled_path
 from rag.llm.cache import CompletionCache
 from rag.llm.estimate import estimate_cost, estimate_frame
 from rag.llm.factory import available_models, make_cache, make_chat_model
@@ -24,6 +24,13 @@ if TYPE_CHECKING:
     import pandas as pd
 
 log = logging.getLogger(__name__)
+
+
+def size_label(model: AssembledModel) -> str:
+    """The model's recorded size in MB or GB ("?" when not recorded)."""
+    if model.size is None:
+        return "?"
+    return f"{model.size / 1e9:.2f} GB" if model.size >= 1e9 else f"{model.size / 1e6:.0f} MB"
 
 
 def models_frame(settings: LLMSettings | None = None, keys: ApiKeys | None = None) -> pd.DataFrame:

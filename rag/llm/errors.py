@@ -6,7 +6,14 @@ from rag.errors import LLMError
 
 
 class RetriesExhausted(LLMError):
-    """A transient failure (429, 5xx, timeout, connection) persisted through every attempt."""
+    """A transient failure (429, 5xx, timeout, connection) persisted through every attempt.
+
+    ``endpoint`` is the base URL that could not be reached, when the backend has one.
+    """
+
+    def __init__(self, message: str, *, endpoint: str = "") -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
 
 
 class RequestRejected(LLMError):
@@ -15,3 +22,22 @@ class RequestRejected(LLMError):
 
 class MalformedResponse(LLMError):
     """The provider answered, but not with a usable completion (no choices, no usage, no text)."""
+
+
+class UnusableReply(MalformedResponse):
+    """The model answered, but its reply fails the caller's parser (no summary sentence, judge
+    output that is not the JSON asked for, an empty answer); such a reply is never cached.
+
+    ``str()`` shows the start of the reply for a reader at a terminal; :attr:`public` names the
+    model and the cause only, for a service whose clients must not see model output.
+    """
+
+    def __init__(self, model: str, cause: str, reply: str = "") -> None:
+        self.model, self.cause = model, cause
+        shown = f": {reply[:120]!r}" if reply else ""
+        super().__init__(f"{model} returned {cause}{shown}")
+
+    @property
+    def public(self) -> str:
+        """The message without the reply."""
+        return f"{self.model} returned {self.cause} (the reply is not shown)"

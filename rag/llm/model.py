@@ -7,10 +7,11 @@ bounded concurrency, retries, the cost from the registry's prices, the meter —
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -20,6 +21,7 @@ from tqdm.auto import tqdm
 from rag.errors import ConfigError
 from rag.llm.base import Completion, Message
 from rag.llm.cache import CacheEntry, CompletionCache, cache_key
+from rag.llm.errors import RetriesExhausted
 from rag.llm.meter import CostMeter
 from rag.llm.registry import ModelSpec
 from rag.llm.retry import call_with_retries
@@ -71,6 +73,34 @@ def validate_messages(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
+def _passes(check: Callable[[str], object] | None, text: str) -> bool:
+    """Whether ``text`` passes ``check`` (no check: it does)."""
+    if check is None:
+        return True
+    try:
+        check(text)
+    except Exception:  # noqa: BLE001 - any parse failure means the cached reply is unusable
+        return False
+    return True
+
+
+def complete_checked(
+    model: object, messages: list[Message], check: Callable[[str], object], **kw: object
+) -> Completion:
+    """``model.complete(messages, **kw)`` whose reply must pass ``check`` (a parser that raises
+    on an unusable reply): a model that takes ``check`` (:class:`CachedChatModel`, and wrappers
+    that pass keywords on) never caches a reply that fails it; with any other model the check
+    runs after the call. Either way a failing check raises its error."""
+    complete = model.complete  # type: ignore[attr-defined]
+    params = inspect.signature(complete).parameters.values()
+    if any(p.name == "check" or p.kind is p.VAR_KEYWORD for p in params):
+        c = complete(messages, check=check, **kw)
+    else:
+        c = complete(messages, **kw)
+    check(c.text)
+    return c
+
+
 class CachedChatModel:
     """A registered model served by a backend, with disk cache, retries and a cost meter."""
 
@@ -120,12 +150,15 @@ class CachedChatModel:
         prompt_version: str = "v1",
         grammar: str | None = None,
         repeat_penalty: float | None = None,
+        check: Callable[[str], object] | None = None,
     ) -> Completion:
         """One chat completion, from the cache when this exact request was made before.
 
         ``grammar`` (GBNF text) and ``repeat_penalty`` constrain decoding where the backend
         supports it (``supports_grammar``: the local llama.cpp engine); both enter the cache key
-        when set.
+        when set. ``check`` is the caller's parser: a fresh reply it raises on is not cached (its
+        error propagates), and a cached reply it raises on is dropped and asked for again, so a
+        reply that cannot be used never becomes a permanent cached answer.
 
         Raises:
             ConfigError: malformed messages, bad parameters, json_mode where unsupported.
@@ -169,7 +202,10 @@ class CachedChatModel:
             decoding=decoding or None,
         )
         if self._cache is not None and (hit := self._cache.get(key)) is not None:
-            return self._record(hit, cached=True, latency=time.perf_counter() - t0)
+            if _passes(check, hit.text):
+                return self._record(hit, cached=True, latency=time.perf_counter() - t0)
+            log.warning("%s: dropping a cached reply its parser refuses", self.name)
+            self._cache.delete(key)
 
         def attempt() -> RawCompletion:
             with self._slots:
@@ -184,9 +220,14 @@ class CachedChatModel:
                     **decoding,  # type: ignore[arg-type]
                 )
 
-        raw = call_with_retries(
-            attempt, provider=self.spec.provider, model=self.name, s=self.settings
-        )
+        try:
+            raw = call_with_retries(
+                attempt, provider=self.spec.provider, model=self.name, s=self.settings
+            )
+        except RetriesExhausted as e:
+            if where := getattr(self._backend, "endpoint", ""):
+                raise RetriesExhausted(f"{e} (endpoint {where})", endpoint=where) from e
+            raise
         latency = time.perf_counter() - t0
         entry = CacheEntry(
             text=raw.text,
@@ -195,8 +236,10 @@ class CachedChatModel:
             cost_usd=self.spec.cost(raw.input_tokens, raw.output_tokens),
             latency_s=latency,
         )
+        if check is not None:
+            check(entry.text)  # raises on an unusable reply, which is then never cached
         if self._cache is not None:
-            self._cache.set(key, entry)
+            self._cache.set(key, entry, model=self.name)
         return self._record(entry, cached=False, latency=latency)
 
     @property

@@ -31,6 +31,11 @@ class OpenAIChatBackend:
         """The SDK client every request goes through (the research loop's tool calls use it too)."""
         return self._client
 
+    @property
+    def endpoint(self) -> str:
+        """The base URL requests go to (named when it cannot be reached)."""
+        return str(getattr(self._client, "base_url", "") or "")
+
     def call(
         self,
         model: str,

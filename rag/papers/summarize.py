@@ -44,7 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag.errors import ConfigError, LLMError, ParseError
+from rag.errors import ConfigError, ParseError
+from rag.llm.errors import UnusableReply
+from rag.llm.model import complete_checked
 from rag.text.sentences import split_sentences
 from rag.types import ParsedPaper
 from rag.verdicts import VERDICT_LABELS, ClaimJudge, Verdict
@@ -310,19 +312,29 @@ def llm_summary(
     dropped, and at most ``n`` sentences are kept.
 
     Raises:
-        LLMError: the model returned no sentence.
+        UnusableReply: the model returned no sentence (that reply is not cached).
     """
     picked = extractive(sentences, vectors, LLM_INPUT_PER_ROLE * len(ROLES), 10**9)
-    c = chat_model.complete(
-        _prompt(title, picked, n), max_tokens=48 * n + 32, prompt_version=PROMPT_VERSION
+
+    def parse(text: str) -> list[str]:
+        out: list[str] = []
+        prose = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+        for s in split_sentences(prose, mode="answer"):
+            if len(s.split()) >= 3 and s not in out and s[-1] in ".!?\"')" and len(out) < n:
+                out.append(s)
+        if not out:
+            raise UnusableReply(chat_model.name, "no summary sentence", text)
+        return out
+
+    # the parser runs before the reply is cached: a reply without a sentence is never stored
+    c = complete_checked(
+        chat_model,
+        _prompt(title, picked, n),
+        parse,
+        max_tokens=48 * n + 32,
+        prompt_version=PROMPT_VERSION,
     )
-    out: list[str] = []
-    prose = "\n".join(ln for ln in c.text.splitlines() if not ln.lstrip().startswith("#"))
-    for s in split_sentences(prose, mode="answer"):
-        if len(s.split()) >= 3 and s not in out and s[-1] in ".!?\"')" and len(out) < n:
-            out.append(s)
-    if not out:
-        raise LLMError(f"{chat_model.name} returned no summary sentence: {c.text[:120]!r}")
+    out = parse(c.text)
     call = {"model": c.model, "provider": c.provider, "input_tokens": c.input_tokens,
             "output_tokens": c.output_tokens, "cost_usd": c.cost_usd, "cached": c.cached,
             "input_sentences": len(picked)}  # fmt: skip

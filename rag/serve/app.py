@@ -43,7 +43,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.errors import ConfigError, RagError, RetrievalError
+from rag.errors import ConfigError, LLMError, ProviderUnavailable, RagError, RetrievalError
+from rag.llm.errors import RetriesExhausted, UnusableReply
 from rag.serve import desk_models as dm
 from rag.serve import models as m
 from rag.serve.config import LabSettings, ServeSettings
@@ -65,14 +66,21 @@ ERRORS: dict[int, str] = {
     422: "A field is invalid or names an unavailable component; detail names the field first.",
     429: "Too many requests from this client; Retry-After says when to retry.",
     500: "An internal error; detail names its type only.",
-    503: "Not ready: the index or a model is still loading.",
+    502: "A model answered unusably (detail names the model and the cause, never its output) "
+    "or its endpoint could not be reached (detail names the endpoint).",
+    503: "Not ready: the index or a model is still loading, or a model is not available here; "
+    "Retry-After says when to retry.",
 }
 #: The guard's codes, on every route but /health: rate limit and key.
 GUARDED = (401, 429)
 #: Codes of a route that needs the loaded lab.
 NEEDS_LAB = (*GUARDED, 500, 503)
+#: Seconds a client is told to wait before retrying a 503.
+RETRY_AFTER_S = 30
 #: Codes of a route with a JSON request body.
 WITH_BODY = (*NEEDS_LAB, 400, 413, 422)
+#: The code a route that runs a chat model adds: the model's reply or endpoint failed.
+MODEL_FAILED = 502
 
 #: The server-sent events of ``/ask`` and ``/chat`` with ``stream: true``, in order, and the
 #: model of each one's JSON ``data`` (``done``: the route's JSON response).
@@ -209,6 +217,28 @@ def _problem(e: dict[str, Any]) -> str:
     return text
 
 
+def rag_error(exc: RagError) -> tuple[int, str, str, dict[str, str] | None]:
+    """The status, error name, detail and headers of a :class:`RagError` a route raised.
+
+    A bad request field is a 422; a model's unusable reply a 502 naming the model and the cause
+    but never the reply; an unreachable model endpoint a 502 naming the endpoint; a model not
+    available here a 503 with ``Retry-After``; any other model failure a 502 naming its type;
+    anything else a 500 naming its type only.
+    """
+    if isinstance(exc, ConfigError | RetrievalError):
+        return 422, type(exc).__name__, str(exc), None
+    if isinstance(exc, UnusableReply):
+        return 502, "unusable model reply", exc.public, None
+    if isinstance(exc, RetriesExhausted):
+        where = exc.endpoint or "the provider's API"
+        return 502, "model endpoint unreachable", f"could not reach {where}: {exc}", None
+    if isinstance(exc, ProviderUnavailable):
+        return 503, "model unavailable", str(exc), {"Retry-After": str(RETRY_AFTER_S)}
+    if isinstance(exc, LLMError):
+        return 502, "model failed", f"the model call failed ({type(exc).__name__})", None
+    return 500, "internal error", type(exc).__name__, None
+
+
 def create_app(
     lab: Lab | None = None,
     *,
@@ -305,8 +335,10 @@ def create_app(
 
     @app.exception_handler(RagError)
     async def _rag(request: Request, exc: RagError) -> JSONResponse:
-        status = 422 if isinstance(exc, ConfigError | RetrievalError) else 500
-        return error(status, type(exc).__name__, str(exc))
+        status, err, detail, headers = rag_error(exc)
+        if status == 500:
+            log.error("internal error on %s: %s", request.url.path, scrub(str(exc), secrets))
+        return error(status, err, detail, headers)
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> JSONResponse:
@@ -369,7 +401,7 @@ def create_app(
         "/ask",
         response_model=m.AskResponse,
         responses={200: sse_response(m.RetrievalEvent, m.AskResponse),
-                   **error_responses(*WITH_BODY)},
+                   **error_responses(*WITH_BODY, MODEL_FAILED)},
     )  # fmt: skip
     def ask(req: m.AskRequest) -> Any:
         return answer(req.question, req, {})
@@ -378,7 +410,7 @@ def create_app(
         "/chat",
         response_model=m.ChatResponse,
         responses={200: sse_response(m.ChatRetrievalEvent, m.ChatResponse),
-                   **error_responses(*WITH_BODY)},
+                   **error_responses(*WITH_BODY, MODEL_FAILED)},
     )  # fmt: skip
     def chat(req: m.ChatRequest) -> Any:
         need_lab()
@@ -458,7 +490,9 @@ def create_app(
     ) -> Any:  # fmt: skip
         return need_desk().related(arxiv_id, k=k, method=method)
 
-    @app.get("/papers/{arxiv_id}/summary", response_model=dm.SummaryOut, responses=query_codes)
+    summary_codes = error_responses(*NEEDS_LAB, 404, 422, MODEL_FAILED)
+
+    @app.get("/papers/{arxiv_id}/summary", response_model=dm.SummaryOut, responses=summary_codes)
     def paper_summary(
         arxiv_id: str,
         sentences: Annotated[int, Query(ge=1, le=20, description="At most this many.")] = 5,
