@@ -23,7 +23,7 @@ def _relative_links(md: Path) -> list[str]:
 
 def test_readme_is_short():
     n = len((ROOT / "README.md").read_text().splitlines())
-    assert n <= 200, f"README.md has {n} lines: move detail into docs/ (limit 200)"
+    assert n <= 120, f"README.md has {n} lines: move detail into docs/ (limit 120)"
 
 
 def test_readme_and_docs_links_resolve():

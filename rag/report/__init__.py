@@ -3,6 +3,7 @@
 Modules:
 
 - ``calibrate``: ``make calibrate``
+- ``claim_sources``: the files and keys the results tables' numbers come from
 - ``figures``: figures
 - ``fingerprint``: skip unchanged notebooks
 - ``freshness``: stale pages
@@ -13,9 +14,10 @@ Modules:
 - ``publish``: nothing secret reaches a page
 - ``quiet``: logs, not cells
 - ``readings``: each notebook's findings computed from its numbers (one module per notebook)
-- ``readme_claims``: README numbers, their sources
-- ``readme_numbers``: the check
+- ``readme_claims``: the README's results rows, number by number
+- ``readme_numbers``: the check of a results table against its sources
 - ``recorder``: metrics.json, tables, figures
+- ``results_claims``: ``docs/results.md``, the results table in full
 - ``render``: published and code pages
 - ``runner``: papermill → HTML
 - ``sweep``: ``rag sweep``, local or Ray

@@ -12,8 +12,9 @@ when it equals the notebook cell after that scrub (a local path literal becomes 
 cell's input area, tags removed and entities unescaped; Pygments drops a cell's leading and
 trailing blank lines, so those are compared without them.
 
-**README.** Every number of the README's "Results of the committed default run" table against
-the committed file it comes from (:mod:`rag.report.readme_numbers`).
+**README.** Every number of the README's "Results of the committed default run" table, and of
+the full table in ``docs/results.md``, against the committed file it comes from
+(:mod:`rag.report.readme_numbers`).
 
 ``python -m rag.report.freshness`` prints what is stale; ``tests/test_freshness.py`` fails on it.
 """
@@ -34,6 +35,7 @@ from typing import Any
 from rag import paths
 from rag.report.readme_claims import readme_problems, uncovered_numbers
 from rag.report.readme_numbers import Problem
+from rag.report.results_claims import results_page_problems
 from rag.scrub import scrub, strip_ansi
 
 #: The tag papermill gives the cell of parameters it inserts.
@@ -223,10 +225,16 @@ def stale_pages(root: Path | None = None, ref: str = "HEAD") -> list[Problem]:
 
 
 def report(root: Path | None = None, ref: str = "HEAD") -> list[Problem]:
-    """Stale pages, then README numbers that differ from their source or are not checked."""
+    """Stale pages, then README and docs/results.md numbers that differ from their source or
+    are not checked."""
     root = root or paths.project_root()
     readme = root / "README.md"
-    return [*stale_pages(root, ref), *readme_problems(readme, root), *uncovered_numbers(readme)]
+    return [
+        *stale_pages(root, ref),
+        *readme_problems(readme, root),
+        *uncovered_numbers(readme),
+        *results_page_problems(root),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -191,6 +191,7 @@ def sweeps_html(out: Path) -> str:
 
 #: The project's docs/ pages the front page points to, with what each answers.
 DOCS = (
+    ("results.md", "every number of the results table, with its CI and the file it comes from"),
     ("performance.md", "what a cold and a warm run cost; the speed decisions behind the defaults"),
     ("decisions.md", "settled A/B decisions, one line each with the JSON that decided it"),
     ("reproducing.md", "the corpus offline, what a second run re-runs, another CPU's numbers"),
