@@ -4,6 +4,7 @@ Modules:
 
 - ``bm25``: vectorised BM25Okapi
 - ``build``: one cached build of a corpus index
+- ``cache_commands``: ``rag cache clear`` and ``rag cache verify``
 - ``choose``: which index for which size
 - ``dense``: faiss indexes
 - ``e5_fp32``: e5 in fp32 PyTorch

@@ -162,6 +162,12 @@ class VectorCache:
         )
         self._con.commit()
 
+    def scrub(self) -> tuple[int, int]:
+        """Re-check every stored vector and delete those that fail; ``(kept, removed)``."""
+        keys = [k for (k,) in self._con.execute("SELECT key FROM vec")]
+        kept = len(self.get(keys))  # get deletes what fails the check
+        return kept, len(keys) - kept
+
     @contextmanager
     def lock(self) -> Iterator[None]:
         """Hold this cache's cross-process lock (an advisory ``flock`` beside the file, released
@@ -172,6 +178,21 @@ class VectorCache:
             yield
         finally:
             os.close(fd)
+
+
+def stored_caches() -> list[dict[str, object]]:
+    """Every embedding cache file: ``path``, ``fingerprint``, ``name`` (may be empty), ``dim``."""
+    out: list[dict[str, object]] = []
+    for path in sorted(cache_dir("embeddings").glob("*.sqlite")):
+        try:
+            with sqlite3.connect(path, timeout=60) as con:
+                meta = dict(con.execute("SELECT k, v FROM meta").fetchall())
+        except sqlite3.Error as e:
+            logger.warning("skipping unreadable embedding cache %s: %s", path.name, e)
+            continue
+        out.append({"path": path, "fingerprint": meta.get("fingerprint", ""),
+                    "name": meta.get("name", ""), "dim": int(meta.get("dim", 0))})  # fmt: skip
+    return out
 
 
 def embed_texts(
