@@ -189,6 +189,10 @@ def test_ask_cites_the_file_and_citations_resolve(env, capsys):
     cited = [c for c in d["citations"] if c["cited"]] or d["citations"][:1]
     assert cited[0]["file"] == "alpha draft.pdf"
 
+    assert main(["cites", "--pdfs", folder, "--embedder", EMB, "alpha draft.pdf"]) == 0
+    out = capsys.readouterr().out
+    assert "cites (1):" in out and BETA in out  # the unresolved reference is no link
+
     from rag import Lab
 
     lab = Lab(pdfs=folder, embedder=EMB)
@@ -198,6 +202,7 @@ def test_ask_cites_the_file_and_citations_resolve(env, capsys):
         (ids[BETA], "title")
     ]
     assert [c["arxiv_id"] for c in lab.desk.citations(ids[BETA])["cited_by"]] == [ids[ALPHA]]
+    assert lab.desk.get_paper("beta.pdf")["arxiv_id"] == ids[BETA]  # a file names its paper too
     paper = lab.desk.get_paper(ids[GAMMA])
     assert paper["file"] == "Über Zettel – v2.pdf" and paper["url"] == ""
     assert ids[BETA] in {

@@ -49,6 +49,8 @@ ENGINES = ("serial", "ray")
 FACTORY_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 #: A mirror file's stem: an arXiv id (old-style ``/`` written ``_``), optionally versioned.
 MIRROR_NAME_RE = re.compile(r"(\d{4}\.\d{4,5}|[a-z-]+(\.[A-Z]{2})?_\d{7})(v\d+)?")
+#: A paper id :mod:`rag.corpus.folder` derives from a PDF's content (``pdf-`` + 12 hex digits).
+CONTENT_ID_RE = re.compile(r"pdf-[0-9a-f]{12}")
 
 
 @dataclass
@@ -72,7 +74,8 @@ def pdf_files(folder: str | os.PathLike[str], limit: int = 0) -> list[Path]:
     if not files:
         raise ConfigError(f"pipeline: {display(root)} holds no .pdf file")
     files = files[:limit] if limit > 0 else files
-    if other := [p for p in files if not MIRROR_NAME_RE.fullmatch(p.stem)]:
+    named = [p for p in files if not MIRROR_NAME_RE.fullmatch(p.stem)]
+    if other := [p for p in named if not CONTENT_ID_RE.fullmatch(p.stem)]:
         logger.warning(
             "pipeline: %d PDF(s) not named <arxiv_id>.pdf are indexed under their file name as "
             "the paper id: %s; rename a file to its arXiv id, or serve the folder with "

@@ -112,6 +112,8 @@ class Desk:
 
     def _paper(self, arxiv_id: str) -> str:
         pid = arxiv_id.strip()
+        if self.folder is not None:  # a folder's paper may be named by its file, too
+            pid = self.folder.by_file(pid) or pid
         if pid not in self.lab.index.snapshot.paper_ids():
             raise UnknownPaperError(
                 "arxiv_id", f"arxiv_id={arxiv_id!r} is not a served paper; list_papers names them"

@@ -41,6 +41,13 @@ class FolderCorpus:
         p = self.papers.get(paper_id)
         return p.file if p else ""
 
+    def by_file(self, name: str) -> str:
+        """The id of the paper a file name (relative to the folder, or its last part) names."""
+        for p in self.papers.values():
+            if name in p.files or name in {f.rsplit("/", 1)[-1] for f in p.files}:
+                return p.paper_id
+        return ""
+
     def meta(self) -> dict[str, Any]:
         """``{id: record}`` with the fields the desk reads from a manifest paper."""
         return {
