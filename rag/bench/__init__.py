@@ -28,6 +28,7 @@ Modules:
 - ``scale_1000``: 1,000×
 - ``scale_view``: 03's view of scale.json
 - ``serve``: service load
+- ``verify``: verifying a fetched model on load, cold and warm
 - ``sweep_speed``: sweep speed
 """
 
