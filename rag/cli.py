@@ -24,7 +24,11 @@ NOISY_LOGGERS = ("faiss.loader",)
 def _cmd_report(args: argparse.Namespace) -> int:
     from rag.report.runner import run_report
 
-    run_report(args.profile, only=args.only or None, strict=args.strict, force=args.force)
+    # an export after an up-to-date report writes only its export: run.json and index.html stay
+    run_report(
+        args.profile, only=args.only or None, strict=args.strict, force=args.force,
+        record_unchanged=args.format != "md",
+    )  # fmt: skip
     print(f"report: outputs/{args.profile}/index.html")
     if args.format == "md":
         from rag.report.markdown import MD_DIR, export_markdown

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 import yaml
 from markdown_it import MarkdownIt
@@ -171,10 +172,102 @@ def test_rag_report_format_md_exports_the_report_it_ran(monkeypatch, capsys):
     from rag.report import markdown, runner
 
     calls = []
-    monkeypatch.setattr(runner, "run_report", lambda profile, **kw: calls.append(("run", profile)))
+    monkeypatch.setattr(
+        runner, "run_report",
+        lambda profile, **kw: calls.append(("run", profile, kw["record_unchanged"])),
+    )  # fmt: skip
     monkeypatch.setattr(markdown, "export_markdown", lambda out: calls.append(("md", out)))
     assert cli.main(["report", "--profile", "smoke", "--format", "md"]) == 0
-    assert calls == [("run", "smoke"), ("md", "outputs/smoke")]
+    # the export does not rewrite run.json and index.html after an up-to-date report
+    assert calls == [("run", "smoke", False), ("md", "outputs/smoke")]
     assert "markdown: outputs/smoke/md/index.md" in capsys.readouterr().out
     calls.clear()
-    assert cli.main(["report", "--profile", "smoke"]) == 0 and calls == [("run", "smoke")]
+    assert cli.main(["report", "--profile", "smoke"]) == 0 and calls == [("run", "smoke", True)]
+
+
+def _pipe_rows(table: str) -> list[list[str]]:
+    """The cells of a pipe table's rows (header, rule, body), unescaped."""
+    import re
+
+    return [
+        [c.strip().replace("\\|", "|").replace("\\\\", "\\") for c in re.split(r"(?<!\\)\|", r)][
+            1:-1
+        ]
+        for r in table.splitlines()
+    ]
+
+
+def _read_html(fragment: str) -> list:
+    """Every table of an HTML fragment as pandas reads it (spans placed, every cell a string)."""
+    import pandas as pd
+
+    def read(**kw):
+        return pd.read_html(io.StringIO(fragment), flavor="lxml", keep_default_na=False, **kw)
+
+    widths = [df.shape[1] for df in read()]
+    return [read(converters=dict.fromkeys(range(w), str))[i] for i, w in enumerate(widths)]
+
+
+def test_every_committed_table_keeps_each_cell_in_its_column():
+    """Every table of every committed post, as Markdown: each row has as many cells as the header,
+    and the body is the table pandas reads from the same HTML (row groups and grouped columns
+    repeated over what they span), cell for cell; pandas' unnamed row numbers are left out and a
+    missing value is blank."""
+    from rag import paths
+    from rag.report.md_tables import TableParser, table_markdown
+
+    tables = spanned = 0
+    for ipynb in sorted(paths.resolve("outputs/default").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(ipynb, as_version=4)
+        for out in (o for c in nb.cells if c.cell_type == "code" for o in c.outputs):
+            fragment = str(out.get("data", {}).get("text/html", ""))
+            parser = TableParser()
+            parser.feed(fragment)
+            if not parser.tables or parser.outside:
+                continue
+            for rows, frame in zip(parser.tables, _read_html(fragment), strict=True):
+                tables += 1
+                spanned += "rowspan" in fragment or "colspan" in fragment
+                header, rule, *body = _pipe_rows(table_markdown(rows))
+                where = f"{ipynb.name} table {tables}: {header}"
+                assert len(rule) == len(header) and all(len(r) == len(header) for r in body), where
+                expected = [["" if v == "NaN" else v for v in r] for r in frame.values.tolist()]
+                numbers = all(str(n).startswith("Unnamed") for n in np.atleast_1d(frame.columns[0]))
+                if numbers and all(r[0].isdigit() for r in expected):
+                    expected = [r[1:] for r in expected]
+                assert body == expected, where
+    assert tables >= 40 and spanned >= 3  # 03's index scale, 04's breakdown, 07's measures
+
+
+def test_a_post_keeps_row_groups_and_drops_an_empty_section(tmp_path):
+    import pandas as pd
+
+    grouped = pd.DataFrame(
+        {"value": [0.5, None, 0.7], "n": [3, 4, 5]},
+        index=pd.MultiIndex.from_tuples(
+            [("kind", "single"), ("kind", "multi"), ("method", "named")], names=["by", "group"]
+        ),
+    )
+    numbered = pd.DataFrame({"answerer": ["extractive", "local"], "status": ["ok", "no key"]})
+    cells = [
+        nbformat.v4.new_markdown_cell("# 01 · Groups\n\n**Question.** Do groups survive?"),
+        nbformat.v4.new_markdown_cell("## 1. Tables"),
+        nbformat.v4.new_code_cell("grouped; numbered"),
+        nbformat.v4.new_markdown_cell("## 2. Record"),
+        nbformat.v4.new_code_cell("rec.metrics({})"),  # shows nothing
+        nbformat.v4.new_markdown_cell("## References\n- a paper"),
+    ]
+    cells[2].outputs = [
+        _out("display_data", **{"text/html": t.to_html(), "text/plain": str(t)})
+        for t in (grouped, numbered)
+    ]
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), folder / "01_groups.ipynb")
+    (post, _) = export_markdown(folder)
+    text = post.read_text(encoding="utf-8")
+    assert "## 1. Tables" in text and "## References" in text and "## 2. Record" not in text
+    assert "| by | group | value | n |" in text
+    assert "| kind | single | 0.5 | 3 |" in text and "| kind | multi |   | 4 |" in text
+    assert "| method | named | 0.7 | 5 |" in text and "NaN" not in text
+    assert "| answerer | status |" in text and "| extractive | ok |" in text  # no 0/1 column

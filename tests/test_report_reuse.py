@@ -97,6 +97,23 @@ def test_a_second_run_keeps_every_notebook_without_executing_one(cached, capsys,
     assert fingerprint.cache_id() not in text and str(paths.shared_dir()) not in text
 
 
+def test_an_export_after_an_up_to_date_report_writes_only_its_export(cached):
+    """``rag report --format md`` on a report with nothing to execute: run.json and index.html
+    stay byte for byte (no new start time, no ``reused`` marks); the posts are written."""
+    from rag.report.markdown import export_markdown
+
+    out = _chain(cached)
+    _run(cached)
+    before = {f: (out / f).read_bytes() for f in ("run.json", "index.html")}
+    runs, executed = _run(cached, record_unchanged=False)
+    assert executed == [] and [r.reused for r in runs] == [True] * 3
+    posts = export_markdown(out)
+    assert {f: (out / f).read_bytes() for f in before} == before
+    assert [p.name for p in posts] == [f"{s}.md" for s in STEMS] + ["index.md"]
+    _run(cached)  # the report itself still records a run that kept everything
+    assert (out / "run.json").read_bytes() != before["run.json"]
+
+
 def test_a_changed_parameter_reruns_its_notebook_and_those_after_it(cached):
     out = _chain(cached)
     _run(cached)

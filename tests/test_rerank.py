@@ -220,6 +220,16 @@ def test_the_rerank_rows_model_is_loaded_only_when_the_profile_has_that_row(tmp_
     assert "no `rerank` row" in components(None, [], "smollm2-135m", {}).data
 
 
+def test_the_reading_names_each_row_not_run_with_its_reason_once_bracketed():
+    from rag.report.readings import components
+
+    reasons = {"rerank": "not run in this profile (see `retrievers`)", "ict": "no model: train it"}
+    text = components(None, [], "smollm2-135m", reasons).data
+    expected = "`rerank` — not run in this profile (see `retrievers`); `ict` — no model: train it."
+    assert f"Not run: {expected}" in text
+    assert "((" not in text and "))" not in text
+
+
 # -- conformance: one contract over every reranker (like the retriever one in test_retrieve) ----
 
 CONTRACT_QUERY = "dense passage retrieval"

@@ -3,7 +3,8 @@
 One executed notebook becomes one post, ``<out>/md/NN_name.md``, with YAML front matter (title,
 date, description, tags) and the same reading as the published HTML page
 (:mod:`rag.report.render`): the markdown cells, the ``text/markdown`` outputs, stdout as text
-blocks, every pandas table as a Markdown table, every figure as a file beside the post
+blocks, every pandas table as a Markdown table (:mod:`rag.report.md_tables`: row groups and
+grouped columns kept cell for cell), every figure as a file beside the post
 (``NN_name/fig-01.png``, SVG kept as SVG); no code, no stderr, none of the cells the HTML leaves
 out (``parameters``, ``injected-parameters``, ``remove-cell``; ``remove-output`` drops outputs).
 Links between posts are relative (``02_chunk.md``), each post ends with links to its neighbours,
@@ -17,7 +18,6 @@ import base64
 import json
 import re
 import shutil
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import yaml
 from rag import paths
 from rag.report import publish, render
 from rag.report.index_page import notebook_intro
+from rag.report.md_tables import html_markdown
 
 #: Folder of the posts inside a report folder.
 MD_DIR = "md"
@@ -34,91 +35,6 @@ TAGS = ("arxiv-rag-lab", "retrieval-augmented-generation", "evaluation")
 #: Figure MIME types and the extension their files get (the first one a figure has wins).
 FIGURES = (("image/svg+xml", "svg"), ("image/png", "png"), ("image/jpeg", "jpg"))
 _NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[\w-]+)\.(?:html|ipynb|code\.html)(#[^)]*)?\)")
-
-
-class _Tables(HTMLParser):
-    """The rows of every ``<table>`` in an HTML fragment (header rows marked), and whether any
-    markup lies outside the tables beyond wrappers and styles."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: list[list[tuple[bool, list[str]]]] = []
-        self._row: list[str] | None = None
-        self._cell: list[str] | None = None
-        self._head = False
-        self._depth = 0
-        self._style = False
-        self.outside: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "table":
-            self._depth += 1
-            self.tables.append([])
-        elif tag == "style":
-            self._style = True
-        elif tag == "thead":
-            self._head = True
-        elif tag == "tr" and self._depth:
-            self._row = []
-        elif tag in ("td", "th") and self._row is not None:
-            self._cell = []
-        elif tag == "br" and self._cell is not None:
-            self._cell.append(" ")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "table":
-            self._depth -= 1
-        elif tag == "style":
-            self._style = False
-        elif tag == "thead":
-            self._head = False
-        elif tag in ("td", "th") and self._cell is not None and self._row is not None:
-            self._row.append(" ".join("".join(self._cell).split()))
-            self._cell = None
-        elif tag == "tr" and self._row is not None and self.tables:
-            self.tables[-1].append((self._head, self._row))
-            self._row = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
-        elif not self._depth and not self._style and data.strip():
-            self.outside.append(data.strip())
-
-
-def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|") or " "
-
-
-def table_markdown(rows: list[tuple[bool, list[str]]]) -> str:
-    """A pipe table from a parsed HTML table. pandas writes the index's name on a second header
-    row of its own; it is folded into the first header row's empty corner."""
-    heads = [cells for head, cells in rows if head]
-    body = [cells for head, cells in rows if not head]
-    if not heads and body:
-        heads, body = [body[0]], body[1:]
-    header = list(heads[0]) if heads else []
-    for extra in heads[1:]:  # an index-name row: a name first, the rest empty
-        if extra and extra[0] and not any(extra[1:]) and header and not header[0]:
-            header[0] = extra[0]
-        else:
-            body.insert(0, extra)
-    width = max([len(header), *(len(r) for r in body)], default=0)
-    header += [""] * (width - len(header))
-    lines = ["| " + " | ".join(_cell(c) for c in header) + " |", "|" + "---|" * width]
-    for r in body:
-        r = r + [""] * (width - len(r))
-        lines.append("| " + " | ".join(_cell(c) for c in r) + " |")
-    return "\n".join(lines)
-
-
-def html_markdown(fragment: str) -> str | None:
-    """Markdown tables for an HTML output that is tables only (a DataFrame), else None."""
-    parser = _Tables()
-    parser.feed(fragment)
-    if not parser.tables or parser.outside:
-        return None
-    return "\n\n".join(table_markdown(t) for t in parser.tables if t)
 
 
 def _fenced(text: str) -> str:
@@ -200,7 +116,29 @@ def _body(nb: Any, stem: str, folder: Path, title: str) -> tuple[str, list[Path]
             continue
         for out in cell.outputs:
             post.output(out, f"{title}, figure {len(post.figures) + 1}")
-    return "\n\n".join(b for b in post.blocks if b), post.figures
+    return "\n\n".join(_without_empty_sections(post.blocks)), post.figures
+
+
+_HEADING = re.compile(r"(#{1,6})\s+\S[^\n]*")
+
+
+def _without_empty_sections(blocks: list[str]) -> list[str]:
+    """The blocks without a heading that nothing follows before the next heading of its level or
+    above (a section whose cells show nothing in the post, such as a notebook's record cell)."""
+    blocks = [b for b in blocks if b]
+    kept: list[str] = []
+    for i, block in enumerate(blocks):
+        head = _HEADING.fullmatch(block)
+        if head:
+            nxt = (
+                _HEADING.fullmatch(blocks[i + 1].partition("\n")[0])
+                if i + 1 < len(blocks)
+                else None
+            )
+            if i + 1 == len(blocks) or (nxt and len(nxt.group(1)) <= len(head.group(1))):
+                continue
+        kept.append(block)
+    return kept
 
 
 def _front_matter(title: str, date: str, description: str, tags: list[str]) -> str:

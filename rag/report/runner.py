@@ -239,6 +239,7 @@ def run_report(
     strict: bool = False,
     force: bool = False,
     output_root: str = "outputs",
+    record_unchanged: bool = True,
 ) -> list[NotebookRun]:
     """Execute and render the notebooks of ``profile``; return one record per notebook.
 
@@ -253,6 +254,10 @@ def run_report(
         strict: refuse to publish (raise) instead of scrubbing secrets or local paths.
         force: execute every selected notebook, even one whose outputs are up to date.
         output_root: folder (relative to the project root) that receives ``<profile>/``.
+        record_unchanged: when every notebook is kept, still rewrite ``run.json`` (its records
+            marked reused, a new start time) and ``index.html``; False leaves both untouched then,
+            so an export run after an up-to-date report (``rag report --format md``) writes only
+            its export.
 
     Raises:
         ConfigError: bad profile or parameters (before anything runs).
@@ -328,6 +333,8 @@ def run_report(
         if failure:
             break
 
+    if not record_unchanged and runs and all(r.reused for r in runs):
+        return runs
     listed = save(final=True)
     index_page.write_index(out, profile, listed)
     for f in (out / "run.json", out / "index.html"):

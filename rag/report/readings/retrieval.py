@@ -43,6 +43,8 @@ def components(reranker: str | None, compared: list[str], llm: str, not_run: dic
     """What this run's second stage and LLM actually are (the method text describes the default).
 
     ``reranker`` is None when the profile has no ``rerank`` row (nothing was loaded for it).
+    ``not_run`` maps a row to why it did not run; a reason may hold its own parentheses, so it
+    follows a dash rather than being bracketed.
     """
     return md(
         "**This run:** "
@@ -53,7 +55,11 @@ def components(reranker: str | None, compared: list[str], llm: str, not_run: dic
             else ""
         )
         + f"; HyDE and LLM variants use `{llm}`."
-        + (f" Not run: {join([f'{k} ({v})' for k, v in not_run.items()])}." if not_run else "")
+        + (
+            " Not run: " + "; ".join(f"`{k}` — {v}" for k, v in not_run.items()) + "."
+            if not_run
+            else ""
+        )
     )
 
 
