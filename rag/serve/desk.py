@@ -14,10 +14,18 @@ field and the value, and an unknown paper :class:`UnknownPaperError`.
 from __future__ import annotations
 
 import threading
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from rag import paths
 from rag.serve.engine import ChoiceError, Lab
@@ -37,8 +45,36 @@ class UnknownPaperError(ToolInputError):
     """The paper id is not one the served index holds."""
 
 
+#: How much of a bad value an error message quotes (its length is stated beside it).
+QUOTE_CHARS = 200
+
+
+def quote(value: Any, limit: int = QUOTE_CHARS) -> str:
+    """``repr(value)``, cut to ``limit`` characters with its full length stated when longer, so
+    an error about a megabyte of text does not repeat it."""
+    shown = repr(value)
+    if len(shown) <= limit:
+        return shown
+    size = f"{len(value):,} characters" if isinstance(value, str) else f"{len(shown):,} as text"
+    return f"{shown[:limit]}… ({size})"
+
+
+def _takes_int(annotation: Any) -> bool:
+    return annotation is int or int in get_args(annotation)
+
+
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_int(cls, value: Any, info: ValidationInfo) -> Any:
+        """A boolean where a whole number is expected is refused, as JSON over HTTP is (pydantic
+        would take ``True`` as 1)."""
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and _takes_int(field.annotation):
+            raise ValueError("a whole number is expected, not a boolean")
+        return value
 
 
 class SearchArgs(_Args):
@@ -88,7 +124,7 @@ def validate(model: type[BaseModel], /, **kwargs: Any) -> Any:
         err = e.errors()[0]
         name = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
         value = err.get("input")
-        raise ToolInputError(name, f"{name}={value!r}: {err.get('msg', 'invalid')}") from None
+        raise ToolInputError(name, f"{name}={quote(value)}: {err.get('msg', 'invalid')}") from None
 
 
 class Desk:
