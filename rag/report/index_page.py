@@ -196,6 +196,7 @@ DOCS = (
     ("decisions.md", "settled A/B decisions, one line each with the JSON that decided it"),
     ("reproducing.md", "the corpus offline, what a second run re-runs, another CPU's numbers"),
     ("models.md", "the offline models, API models with keys, the judge's validated number"),
+    ("judge-corpus-set.md", "90 hand-labelled claims from the corpus papers that report the judge"),
     ("your-models.md", "your own model: Ollama, an OpenAI-compatible server, an API key, a GGUF"),
     ("your-papers.md", "the report on your own arXiv papers: what needs gold, your own questions"),
     ("experiments.md", "what was tried to beat the answerer, the judge and the reranker"),

@@ -75,6 +75,13 @@ def collapse_whitespace(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
+def verbatim_form(text: str) -> str:
+    """Page text in the form verbatim quotes are copied in: hyphenated line breaks joined and
+    whitespace collapsed, nothing else changed (ligatures, quotes and dashes stay as extracted),
+    so a quote can be checked against its page with a plain substring test."""
+    return collapse_whitespace(join_hyphenated(text))
+
+
 def normalize(text: str, *, casefold: bool = False, nfkc: bool = True) -> str:
     """The canonical normalisation used for comparing texts.
 
