@@ -281,7 +281,7 @@ ENDPOINTS = {
 }
 
 
-#: The default body limit (64 KiB): room for the longest fields.
+#: The default body limit (1 MiB): room for the longest fields.
 WIDE = ServeSettings(allow_network=False, rate_limit_per_minute=0)
 
 

@@ -72,7 +72,13 @@ class ServeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_body_bytes: int = Field(64 * 1024, ge=1024, description="JSON request body limit (413).")
+    max_body_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="JSON request body limit (413). The default holds the largest body the "
+        "schema allows: 20 chat messages of 4,000 characters, each character escaped to at most "
+        "12 bytes of JSON (a surrogate pair), about 0.97 MB.",
+    )
     max_upload_bytes: int = Field(
         50 * 1024 * 1024, ge=1024, description="PDF upload limit on /ingest (413)."
     )

@@ -1,0 +1,44 @@
+"""The body limit and the schema agree: the largest ``/chat`` body the document allows (20
+messages of 4,000 characters, each escaped to 12 bytes of JSON) is under the default limit and is
+taken, not refused with a 413."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi.testclient import TestClient
+
+from rag.serve import models as m
+from rag.serve.app import create_app
+from rag.serve.config import ServeSettings
+from tests.serve_support import tiny_lab
+
+#: One code point outside the BMP: ``json.dumps`` writes it as a 12-byte surrogate-pair escape.
+WIDE_CHAR = "\U0001f600"
+
+
+def _largest_chat_body() -> bytes:
+    n = m.MAX_MESSAGES
+    longest = m.ChatMessage.model_json_schema()["properties"]["content"]["maxLength"]
+    messages = [{"role": "assistant" if i < n - 1 else "user", "content": WIDE_CHAR * longest}
+                for i in range(n)]  # fmt: skip
+    body = {
+        "messages": messages,
+        "k": m.MAX_K,
+        "retriever": "multi-query",
+        "answerer": "extractive",
+        "bypass_rewrite": True,
+        "rewrite_model": None,
+    }
+    return json.dumps(body).encode()
+
+
+def test_the_largest_chat_body_the_schema_allows_fits_the_default_limit(tmp_cache, tmp_path):
+    body = _largest_chat_body()
+    m.ChatRequest.model_validate_json(body)  # the document allows it
+    assert len(body) <= ServeSettings().max_body_bytes, len(body)
+    lab = tiny_lab(tmp_path / "served")
+    serve = ServeSettings(allow_network=False, rate_limit_per_minute=0)
+    with TestClient(create_app(lab, serve=serve, api_key="")) as c:
+        r = c.post("/chat", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text[:300]
