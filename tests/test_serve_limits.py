@@ -42,3 +42,40 @@ def test_the_largest_chat_body_the_schema_allows_fits_the_default_limit(tmp_cach
     with TestClient(create_app(lab, serve=serve, api_key="")) as c:
         r = c.post("/chat", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 200, r.text[:300]
+
+
+class SlowToLoad:
+    """A chat-model factory whose first load takes ``seconds`` (a local model reading weights)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.loads = seconds, 0
+
+    def __call__(self, name: str):
+        import time
+
+        from tests.fakechat import FakeChatModel
+
+        self.loads += 1
+        time.sleep(self.seconds)
+        return FakeChatModel("It trains word vectors on subwords. It is fast.", name=name)
+
+
+def test_a_slow_first_load_is_a_503_with_retry_after_then_served(tmp_cache, tmp_path):
+    import time
+
+    factory = SlowToLoad(1.5)
+    from tests.test_serve import WordJudge
+
+    lab = tiny_lab(tmp_path / "served", chat_model=factory, judge=WordJudge(), load_timeout_s=0.2)
+    serve = ServeSettings(allow_network=False, rate_limit_per_minute=0)
+    url, params = "/papers/1607.01759/summary", {"model": "smollm2-135m"}
+    with TestClient(create_app(lab, serve=serve, api_key="")) as c:
+        t0 = time.perf_counter()
+        r = c.get(url, params=params)
+        assert r.status_code == 503 and time.perf_counter() - t0 < 1.2, r.text
+        assert r.json()["error"] == "still loading" and int(r.headers["Retry-After"]) > 0
+        assert "smollm2-135m" in r.json()["detail"]
+        time.sleep(1.6)  # the load went on in the background
+        r = c.get(url, params=params)
+        assert r.status_code == 200, r.text
+    assert factory.loads == 1

@@ -187,6 +187,11 @@ class LocalBackend:
         """The model of the calling thread's slot (loaded or None)."""
         return self._models[current_slot() % self.workers]
 
+    def load(self) -> None:
+        """Read the weights of the first instance now (a service does it off the request
+        path, so no request waits for it unbounded)."""
+        self._load(0)
+
     def _load(self, slot: int = 0) -> None:
         if self._models[slot] is not None:
             return

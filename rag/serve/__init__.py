@@ -21,4 +21,5 @@ Modules:
 - ``models``: request/response schemas
 - ``offer``: the models a deployment runs
 - ``research``: a question through the desk's tools
+- ``warm``: slow first loads, bounded (503 with Retry-After)
 """

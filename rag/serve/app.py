@@ -53,6 +53,7 @@ from rag.serve.engine import ChoiceError, Lab, load_lab
 from rag.serve.guard import Guard, scrub
 from rag.serve.jobs import IngestWorker
 from rag.serve.offer import ModelOffer
+from rag.serve.warm import RETRY_AFTER_S, StillLoading
 
 log = logging.getLogger(__name__)
 API_KEY_ENV = "RAG_API_KEY"
@@ -75,8 +76,6 @@ ERRORS: dict[int, str] = {
 GUARDED = (401, 429)
 #: Codes of a route that needs the loaded lab.
 NEEDS_LAB = (*GUARDED, 500, 503)
-#: Seconds a client is told to wait before retrying a 503.
-RETRY_AFTER_S = 30
 #: Codes of a route with a JSON request body.
 WITH_BODY = (*NEEDS_LAB, 400, 413, 422)
 #: The code a route that runs a chat model adds: the model's reply or endpoint failed.
@@ -223,10 +222,13 @@ def rag_error(exc: RagError) -> tuple[int, str, str, dict[str, str] | None]:
     A bad request field is a 422; a model's unusable reply a 502 naming the model and the cause
     but never the reply; an unreachable model endpoint a 502 naming the endpoint; a model not
     available here a 503 with ``Retry-After``; any other model failure a 502 naming its type;
-    anything else a 500 naming its type only.
+    anything else a 500 naming its type only. A component still in its first load past the
+    bounded wait (:mod:`rag.serve.warm`) is a 503 with ``Retry-After``.
     """
     if isinstance(exc, ConfigError | RetrievalError):
         return 422, type(exc).__name__, str(exc), None
+    if isinstance(exc, StillLoading):
+        return 503, "still loading", str(exc), {"Retry-After": str(RETRY_AFTER_S)}
     if isinstance(exc, UnusableReply):
         return 502, "unusable model reply", exc.public, None
     if isinstance(exc, RetriesExhausted):

@@ -82,6 +82,13 @@ class ServeSettings(BaseModel):
     max_upload_bytes: int = Field(
         50 * 1024 * 1024, ge=1024, description="PDF upload limit on /ingest (413)."
     )
+    model_load_timeout_s: float = Field(
+        20.0,
+        ge=0,
+        description="Longest a request waits for a component's first load (reranker, judge, "
+        "chat model; it loads on a background thread); past it the answer is a 503 with "
+        "Retry-After while the load goes on.",
+    )
     max_k: int = Field(50, ge=1, le=1000, description="Largest k a client may ask for.")
     max_query_chars: int = Field(2000, ge=10, description="Longest query/question accepted.")
     max_messages: int = Field(20, ge=1, description="Most chat messages accepted.")

@@ -31,6 +31,7 @@ from rag.retrieval.retrievers import RETRIEVER_NAMES, Components, RetrievalSetti
 from rag.retrieval.rewrite import LLMRewriter, Rewrite, rewrite
 from rag.serve.config import LabSettings, ServeSettings
 from rag.serve.index import ServedIndex
+from rag.serve.warm import Loader
 from rag.types import Hit
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,9 @@ class Lab:
         chat_model: ``name -> ChatModel`` (default :func:`rag.llm.factory.make_chat_model` with
             the project's cache); injected by tests.
         judge: an answer judge (default: the report's offline judge, loaded on first use).
+        load_timeout_s: how long a request waits for a component's first load (reranker,
+            judge, chat model) before :class:`~rag.serve.warm.StillLoading` (a 503 with
+            ``Retry-After``) while the load goes on; None waits as long as it takes.
     """
 
     def __init__(
@@ -116,15 +120,15 @@ class Lab:
         reranker: Reranker | None = None,
         chat_model: Callable[[str], ChatModel] | None = None,
         judge: Any = None,
+        load_timeout_s: float | None = None,
     ) -> None:
         self.settings, self.index = settings, index
         #: the index's embedder: each query is encoded alone, the same bytes under any load
         self.queries = index.embedder
         self._reranker, self._judge = reranker, judge
         self._chat_factory = chat_model
-        self._models: dict[str, ChatModel] = {}
         self._llm_lock = threading.Lock()
-        self._load_lock = threading.Lock()
+        self._loads = Loader(load_timeout_s)
         self.extractive = ExtractiveAnswerer()
 
     # -- components ----------------------------------------------------------------------------
@@ -135,41 +139,53 @@ class Lab:
         return ["extractive", *model_names()]
 
     def chat_model(self, name: str, field_name: str = "answerer") -> ChatModel:
-        """A shared, locked chat model by registry name (ChoiceError naming ``field_name``)."""
-        with self._load_lock:
-            if name not in self._models:
-                try:
-                    if self._chat_factory is not None:
-                        model = self._chat_factory(name)
-                    else:
-                        from rag.llm.factory import make_cache, make_chat_model
+        """A shared, locked chat model by registry name (ChoiceError naming ``field_name``),
+        loaded (a local model's weights included) on the loader's thread."""
 
-                        model = make_chat_model(name, cache=make_cache())
-                except ConfigError as e:
-                    raise ChoiceError(field_name, str(e)) from e
-                except Exception as e:  # ProviderUnavailable and SDK import errors alike
-                    raise ChoiceError(field_name, f"{name!r} is not available: {e}") from e
-                self._models[name] = _LockedModel(model, self._llm_lock)
-            return self._models[name]
+        def load() -> ChatModel:
+            try:
+                if self._chat_factory is not None:
+                    model = self._chat_factory(name)
+                else:
+                    from rag.llm.factory import make_cache, make_chat_model
+
+                    model = make_chat_model(name, cache=make_cache())
+            except ConfigError as e:
+                raise ChoiceError(field_name, str(e)) from e
+            except Exception as e:  # ProviderUnavailable and SDK import errors alike
+                raise ChoiceError(field_name, f"{name!r} is not available: {e}") from e
+            warm = getattr(getattr(model, "backend", None), "load", None)
+            if callable(warm):  # a local model reads its weights now, not in the first request
+                warm()
+            return _LockedModel(model, self._llm_lock)
+
+        return self._loads.get(f"chat:{name}", load, f"the chat model {name}")
 
     def reranker(self) -> Reranker:
-        with self._load_lock:
-            if self._reranker is None:
-                from rag.retrieval.registry import load_reranker
-
-                self._reranker = load_reranker(self.settings.reranker)
+        """The rerank row's reranker, loaded on first use."""
+        if self._reranker is not None:
             return self._reranker
+
+        def load() -> Reranker:
+            from rag.retrieval.registry import load_reranker
+
+            return load_reranker(self.settings.reranker)
+
+        return self._loads.get("reranker", load, "the reranker")
 
     def judge(self) -> Any:
         """The report's judge (:func:`rag.judge.offline.make_offline_judge` of the default
         judge), loaded on first use: the pinned judge of ``data/judge/`` with the fp32 MiniLM it
         was fitted with, whatever embedder (or MiniLM passage backend) the index serves."""
-        with self._load_lock:
-            if self._judge is None:
-                from rag.judge.offline import DEFAULT_JUDGE, make_offline_judge
-
-                self._judge = make_offline_judge(DEFAULT_JUDGE)
+        if self._judge is not None:
             return self._judge
+
+        def load() -> Any:
+            from rag.judge.offline import DEFAULT_JUDGE, make_offline_judge
+
+            return make_offline_judge(DEFAULT_JUDGE)
+
+        return self._loads.get("judge", load, "the judge")
 
     def retriever(self, name: str | None, k: int, per_paper_cap: int | None = None):
         """The named retriever over the current snapshot, built as notebook 04 builds it."""
@@ -368,6 +384,6 @@ def load_lab(
     titles = {p.arxiv_id: p.title for p in papers}
     served = ServedIndex(index_dir(settings, serve), base, titles, chunking)
     status("model loading")
-    lab = Lab(settings, served)
+    lab = Lab(settings, served, load_timeout_s=serve.model_load_timeout_s)
     lab.search("warm up the query encoder", 1)
     return lab
