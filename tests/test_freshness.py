@@ -198,6 +198,16 @@ def test_every_results_number_is_checked_or_listed():
     assert not problems, "\n".join(map(str, problems))
 
 
+def test_every_readme_row_shortens_a_row_of_the_full_table():
+    from rag.report import readme_claims, results_claims
+
+    full = {c.row for c in results_claims.RESULTS_CLAIMS}
+    assert set(readme_claims.README_ROWS) <= full
+    assert [c.row for c in readme_claims.README_CLAIMS] == list(readme_claims.README_ROWS)
+    for c in readme_claims.README_CLAIMS:  # every number of a short row has the full row's source
+        assert {name for name, _ in c.fields()} <= set(c.values), c.row
+
+
 def test_the_full_results_table_matches_the_committed_metrics():
     problems = freshness.results_page_problems()
     assert not problems, "\n".join(map(str, problems))

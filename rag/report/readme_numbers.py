@@ -18,7 +18,7 @@ import functools
 import json
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,4 +224,32 @@ def claim_problems(
                 f"says {m.group(name)} ({name}) where {src} is {value!r}, i.e. {_fmt(value, spec)}"
             )
             out.append(Problem(where, what))
+    return out
+
+
+def table_problems(text: str, claims: Sequence[Claim], root: Path, page: str) -> list[Problem]:
+    """Numbers of the results table in ``text`` (a page named ``page``) that differ from their
+    committed source."""
+    rows = results_rows(text)
+    return [p for c in claims for p in claim_problems(c, rows, root, page)]
+
+
+def unchecked_numbers(
+    text: str, claims: Sequence[Claim], unchecked: Mapping[str, Mapping[str, str]], page: str
+) -> list[Problem]:
+    """Numbers of the results table in ``text`` that no claim checks and ``unchecked`` does not
+    explain (``{row: {snippet: why}}``; a number inside backticks, such as a notebook name, is no
+    claim)."""
+    out = []
+    for row, rest in results_rows(text).items():
+        covered: list[tuple[int, int]] = []
+        for c in claims:
+            if c.row == row and (m := c.pattern().search(rest)):
+                covered += [m.span(name) for name, _ in c.fields()]
+        for snippet in unchecked.get(row, {}):
+            covered += [m.span() for m in re.finditer(re.escape(snippet), rest)]
+        masked = re.sub(r"`[^`]*`", lambda m: " " * len(m.group()), rest)
+        for m in LONE_NUMBER.finditer(masked):
+            if not any(a <= m.start() and m.end() <= b for a, b in covered):
+                out.append(Problem(f"{page} results row {row!r}", f"{m.group()} is not checked"))
     return out

@@ -1,8 +1,8 @@
 """Every checked number of ``docs/results.md``, the results table in full, and its check.
 
-The README shows one short row per finding (:mod:`rag.report.readme_claims`); this page keeps
-every number behind each, checked the same way against the same committed files
-(:mod:`rag.report.claim_sources`).
+The README shows one short row per finding, over these claims' sources
+(:mod:`rag.report.readme_claims`); this page keeps every number behind each. The files and keys
+are named in :mod:`rag.report.claim_sources`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,15 @@ from rag.report.claim_sources import (
     js,
     pair,
 )  # fmt: skip
-from rag.report.readme_claims import readme_problems, uncovered_numbers
-from rag.report.readme_numbers import Claim, Csv, Json, Problem, Product
+from rag.report.readme_numbers import (
+    Claim,
+    Csv,
+    Json,
+    Problem,
+    Product,
+    table_problems,
+    unchecked_numbers,
+)
 
 #: Every checked number of the full results table (``docs/results.md``).
 RESULTS_CLAIMS: tuple[Claim, ...] = (
@@ -288,8 +295,8 @@ def results_page_problems(root: Path | None = None) -> list[Problem]:
     """The full table of ``docs/results.md`` checked as the README's is: numbers that differ from
     their source (:data:`RESULTS_CLAIMS`), then numbers no claim checks."""
     root = root or paths.project_root()
-    page, name = root / "docs" / "results.md", "docs/results.md"
+    text = (root / "docs" / "results.md").read_text(encoding="utf-8")
     return [
-        *readme_problems(page, root, RESULTS_CLAIMS, page=name),
-        *uncovered_numbers(page, RESULTS_CLAIMS, RESULTS_UNCHECKED, page=name),
+        *table_problems(text, RESULTS_CLAIMS, root, "docs/results.md"),
+        *unchecked_numbers(text, RESULTS_CLAIMS, RESULTS_UNCHECKED, "docs/results.md"),
     ]
