@@ -142,3 +142,19 @@ def test_judge_output_that_is_not_json_is_not_cached(tmp_path):
     backend.reply = GOOD_JUDGE  # a repaired model is asked again, not served the bad reply
     assert LLMJudge(_model(backend, cache)).judge_answer(ANSWER, CONTEXT).status == "scored"
     assert len(cache) == 1 and backend.calls == 2
+
+
+def test_an_empty_answer_is_returned_but_not_cached(tmp_path):
+    from rag.answer.context import assemble_context
+    from rag.answer.llm import LLMAnswerer
+    from tests.test_answer_offline import TEXT1, hit
+
+    cache = CompletionCache(tmp_path / "llm")
+    backend = ScriptedBackend("  \n")
+    answerer = LLMAnswerer(_model(backend, cache), max_tokens=24, name="local")
+    ctx = assemble_context([hit("c1", 0.9, TEXT1)])
+    assert answerer.answer("Does RoBERTa keep next sentence prediction?", ctx).text == ""
+    assert len(cache) == 0
+    backend.reply = "No: RoBERTa removes next sentence prediction [1]."
+    got = answerer.answer("Does RoBERTa keep next sentence prediction?", ctx)
+    assert got.text.startswith("No") and backend.calls == 2 and len(cache) == 1

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rag.answer.base import Answer, answer_from_completion, settings_with
+from rag.answer.base import Answer, answer_from_completion, make_answer, settings_with
 from rag.answer.context import Context
 from rag.answer.grammar import GRAMMAR_VERSION, answer_grammar
 from rag.answer.prompts import (
@@ -23,6 +23,8 @@ from rag.answer.prompts import (
 )
 from rag.answer.questions import is_yes_no_question
 from rag.llm.base import ChatModel
+from rag.llm.errors import UnusableReply
+from rag.llm.model import complete_checked
 
 
 class LLMSettings(BaseModel):
@@ -100,14 +102,25 @@ class LLMAnswerer:
                 yes_no=is_yes_no_question(question),
             )
             kwargs["repeat_penalty"] = s.repeat_penalty
-        c = self.chat_model.complete(
-            messages,
-            temperature=0.0,
-            max_tokens=s.max_tokens,
-            prompt_version=self.prompt_version,
-            **kwargs,
-        )
+        try:  # an empty reply is returned as an empty answer, as before, but never cached
+            c = complete_checked(
+                self.chat_model,
+                messages,
+                _not_empty,
+                temperature=0.0,
+                max_tokens=s.max_tokens,
+                prompt_version=self.prompt_version,
+                **kwargs,
+            )
+        except UnusableReply:
+            return make_answer("", context, self.name, prompt_version=self.prompt_version)
         return answer_from_completion(c, context, self.name, self.prompt_version)
+
+
+def _not_empty(text: str) -> None:
+    """Refuse a reply with no text (the parser check of :func:`complete_checked`)."""
+    if not text.strip():
+        raise UnusableReply("the model", "an empty answer")
 
 
 __all__ = ["LLMAnswerer", "LLMSettings"]
