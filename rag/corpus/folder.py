@@ -40,7 +40,7 @@ from typing import Any
 from rag import paths
 from rag.corpus.lock import file_lock
 from rag.corpus.pdf_check import sha256_file
-from rag.corpus.pdf_meta import PdfMeta, read_meta
+from rag.corpus.pdf_meta import META_VERSION, PdfMeta, read_meta
 from rag.errors import ConfigError
 from rag.paths import display
 
@@ -68,6 +68,7 @@ class FolderPaper:
     arxiv_version: str = ""
     doi: str = ""
     title_source: str = ""
+    meta_version: int = 0  # rag.corpus.pdf_meta.META_VERSION that read the metadata
 
     @property
     def file(self) -> str:
@@ -172,8 +173,9 @@ def identify(
     """One :class:`FolderPaper` per distinct content, and the rows of files that are not papers.
 
     ``known`` maps a sha256 to the paper last run's manifest recorded for it (its metadata is
-    reused). Two files with one content are one paper with two names; two contents with one arXiv
-    id (two versions) keep the later version and name the other.
+    reused when the same :data:`~rag.corpus.pdf_meta.META_VERSION` read it). Two files with one
+    content are one paper with two names; two contents with one arXiv id (two versions) keep the
+    later version and name the other.
     """
     by_sha: dict[str, FolderPaper] = {}
     bad: list[dict[str, str]] = []
@@ -188,7 +190,7 @@ def identify(
         if sha in by_sha:
             by_sha[sha].files.append(name)
             continue
-        if sha in known:
+        if sha in known and known[sha].meta_version == META_VERSION:
             paper = FolderPaper(**{**asdict(known[sha]), "files": [name]})
         else:
             try:
@@ -198,7 +200,7 @@ def identify(
                 continue
             pid = m.arxiv_id or f"pdf-{sha[:12]}"
             meta = {k: v for k, v in m.to_dict().items() if k != "pages"}
-            paper = FolderPaper(pid, [name], sha, size, m.pages, **meta)
+            paper = FolderPaper(pid, [name], sha, size, m.pages, **meta, meta_version=META_VERSION)
         by_sha[sha] = paper
     by_id: dict[str, FolderPaper] = {}
     for paper in sorted(by_sha.values(), key=lambda q: (q.paper_id, q.file)):

@@ -27,6 +27,8 @@ from typing import Any
 from rag.corpus.pdf_lines import clean_text
 from rag.papers.ids import arxiv_ids, dois
 
+#: Bump when what :func:`read_meta` extracts changes: a folder's manifest re-reads its PDFs.
+META_VERSION = 2
 #: Fraction of page 1's height searched for the title (titles sit in the top part).
 TITLE_BAND = 0.6
 #: Lines within this many points of each other's size are one line when on one baseline.
@@ -43,9 +45,11 @@ MIN_TITLE_RATIO = 1.05
 _STAMP = re.compile(r"arXiv:\s*(\S+?)(v\d+)?\s+\[[^\]]+\]\s+(\d{1,2}\s+\w+\s+(\d{4}))", re.I)
 _NOT_AUTHOR = re.compile(
     r"@|\buniversity\b|\binstitute\b|\bdepartment\b|\blab(oratory)?\b|\babstract\b|\bgoogle\b|"
-    r"\bresearch\b|\binc\b|\bcorp|\bschool\b|\bcollege\b|\bcenter\b|\bcentre\b|https?://",
+    r"\bresearch\b|\binc\b|\bcorp|\bschool\b|\bcollege\b|\bcenter\b|\bcentre\b|https?://|"
+    r"technolog|\bcompany\b|\bltd\b|\bgmbh\b",
     re.I,
 )
+_NAME_SEP = re.compile(r",\s*|\s+and\s+|\s*&\s*|\s{2,}")
 _BAD_META_TITLE = re.compile(
     r"^(untitled|microsoft word|document\d*|paper|title)\b|\.(docx?|tex|dvi|pdf)$", re.I
 )
@@ -75,6 +79,12 @@ class _Line:
     y1: float
     x0: float
     size: float
+    x1: float = 0.0
+
+
+#: Fragments on one baseline further apart than this many type sizes are columns (authors side
+#: by side), joined with a comma.
+COLUMN_GAP = 2.0
 
 
 def _lines(page: Any) -> tuple[list[_Line], list[str]]:
@@ -93,17 +103,18 @@ def _lines(page: Any) -> tuple[list[_Line], list[str]]:
             # the largest span: small caps set a title's initials larger than its other letters
             lettered = [s["size"] for s in spans if any(c.isalpha() for c in s["text"])]
             size = max(lettered or [s["size"] for s in spans])
-            x0, y0, _, y1 = ln["bbox"]
-            lines.append(_Line(text, y0, y1, x0, size))
+            x0, y0, x1, y1 = ln["bbox"]
+            lines.append(_Line(text, y0, y1, x0, size, x1))
     lines.sort(key=lambda ln: (round(ln.y0, 1), ln.x0))
     merged: list[_Line] = []
     for ln in lines:  # fragments on one baseline (a title split into spans) are one line
         prev = merged[-1] if merged else None
         if prev and abs(prev.y0 - ln.y0) < 2 and abs(prev.size - ln.size) < SIZE_TOL:
-            prev.text = f"{prev.text} {ln.text}"
-            prev.x0 = min(prev.x0, ln.x0)
+            sep = ", " if ln.x0 - prev.x1 > COLUMN_GAP * ln.size else " "
+            prev.text = f"{prev.text}{sep}{ln.text}"
+            prev.x0, prev.x1 = min(prev.x0, ln.x0), max(prev.x1, ln.x1)
         else:
-            merged.append(_Line(ln.text, ln.y0, ln.y1, ln.x0, ln.size))
+            merged.append(_Line(ln.text, ln.y0, ln.y1, ln.x0, ln.size, ln.x1))
     return merged, rotated
 
 
@@ -171,8 +182,9 @@ def _authors_below(lines: list[_Line], last: int) -> list[str]:
     for ln in lines[last + 1 : last + 6]:
         if _NOT_AUTHOR.search(ln.text) or len(ln.text) > 160:
             break
-        names = re.split(r",\s*|\s+and\s+|\s*&\s*|\s{2,}", re.sub(r"[\d*†‡§¶∗]+", " ", ln.text))
-        out.extend(n.strip() for n in names if 2 <= len(n.split()) <= 4 and _letters(n) >= 4)
+        text = re.sub(r"[\d*†‡§¶∗]+", " ", ln.text)
+        names = [re.sub(r"^and\s+", "", n.strip()) for n in re.split(_NAME_SEP, text)]
+        out.extend(n for n in names if 2 <= len(n.split()) <= 4 and _letters(n) >= 4)
     return out[:20]
 
 
