@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag.lab.front import JudgeArgs
-from rag.serve.desk import AskArgs, Desk, SearchArgs, ToolInputError, validate
+from rag.serve.desk import AskArgs, Desk, JudgeArgs, SearchArgs, ToolInputError, validate
 from tests.serve_support import tiny_lab
 
 

@@ -27,7 +27,10 @@ from rag.report.profiles import load_profile
 
 SMOKE_PAPERS = set(load_profile("smoke")["all"]["paper_ids"])
 SBERT = "1908.10084"  # Sentence-BERT: 15 resolved references, cited by 8 corpus papers
-TOOLS = {"list_papers", "search", "ask", "get_paper", "read", "citations", "related", "summarize"}
+TOOLS = {
+    "list_papers", "search", "ask", "judge", "get_paper", "read", "citations", "related",
+    "summarize",
+}  # fmt: skip
 CALL_TIMEOUT_S = 600
 
 
@@ -142,6 +145,20 @@ def test_ask_answers_with_citations_and_a_verdict_per_claim(client):
     assert len(d["citations"]) == 3 and any(c["cited"] for c in d["citations"])
     j = d["judgement"]
     assert j["claims"] and all(c["label"] for c in j["claims"])
+
+
+def test_judge_checks_one_claim_against_a_served_chunk_or_a_passage(client):
+    """The desk's judge as a tool: a sentence of a chunk is supported by that chunk (given by id,
+    the verdict carries its text), and a claim checked against an unrelated passage is not."""
+    top = result(client.call("search", query="siamese network sentence embeddings", k=1))["hits"][0]
+    sentence = max(top["text"].split(". "), key=len).strip()
+    d = result(client.call("judge", claim=sentence, source=top["chunk_id"]))
+    assert (d["chunk_id"], d["source"], d["claim"]) == (top["chunk_id"], top["text"], sentence)
+    assert d["label"] == "supported" and d["judge"] and d["reason"] and 0 <= d["score"] <= 1
+    other = result(client.call("judge", claim=sentence, source="Bananas are rich in potassium."))
+    assert other["chunk_id"] is None and other["label"] != "supported"
+    text = error_text(client.call("judge", claim="   ", source=top["chunk_id"]))
+    assert "ToolInputError: claim=" in text
 
 
 def test_citations_are_the_graphs_rows_both_ways(client):

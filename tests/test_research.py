@@ -117,7 +117,8 @@ def test_the_loop_runs_the_desk_sends_errors_back_and_returns_the_answer(desk, s
     first = server.bodies[0]
     assert first["model"] == "scripted" and first["tools"] == tool_schemas(desk)
     assert {t["function"]["name"] for t in first["tools"]} == {
-        "list_papers", "search", "ask", "get_paper", "read", "citations", "related", "summarize"
+        "list_papers", "search", "ask", "judge", "get_paper", "read", "citations", "related",
+        "summarize",
     }  # fmt: skip
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     # the real desk search went back to the model as the tool's answer

@@ -2,7 +2,7 @@
 
 :class:`Lab` is the fourth door to the paper desk (:class:`rag.serve.desk.Desk`), beside the CLI,
 the HTTP service and the MCP server: every method validates and computes through the desk (or,
-for chat rewriting and the judge, the desk's engine, :class:`rag.serve.engine.Lab`), so a notebook
+for chat rewriting, the desk's engine, :class:`rag.serve.engine.Lab`), so a notebook
 gets the answer ``rag ask`` prints and ``POST /ask`` returns, as a record (:mod:`rag.lab.records`)
 that shows itself as HTML. Nothing loads when the object is made: the profile's settings are read
 (so a misspelt profile fails at once), and the corpus, the index and the query encoder load on the
@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 
 from rag.lab.compare import Comparison, find_gold, gold_record, overlap
 from rag.lab.notebook import quiet_methods
@@ -28,19 +28,10 @@ from rag.serve.models import Query
 
 #: Retrievers :meth:`Lab.compare` runs by default: the three that need no model beyond the index.
 DEFAULT_COMPARE = ("bm25", "dense", "hybrid")
-#: The longest source text :meth:`Lab.judge` takes (a page of a paper is ~4,000 characters).
-MAX_SOURCE_CHARS = 50_000
 
 
 class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class JudgeArgs(_Args):
-    claim: Query = Field(description="One claim to check.")
-    source: Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_SOURCE_CHARS)
-    ] = Field(description="The passage to check it against, or a served chunk id.")
 
 
 class ChatArgs(_Args):
@@ -206,18 +197,7 @@ class Lab:
     def judge(self, claim: str, source: str) -> Verdict:
         """The offline judge's verdict on ``claim`` against ``source``: a passage's text, or the
         id of a served chunk (``hit["chunk_id"]``), whose text is then the source."""
-        from rag.serve.desk import validate
-
-        a = validate(JudgeArgs, claim=claim, source=source)
-        store = self.engine.index.snapshot.store
-        chunk_id = a.source if a.source in store else None
-        text = store[chunk_id].text if chunk_id else a.source
-        judge = self.engine.judge()
-        v = judge.verdict(a.claim, text)
-        return Verdict(
-            claim=a.claim, source=text, chunk_id=chunk_id, label=v.label,
-            score=round(float(v.score), 6), reason=v.reason, judge=judge.name,
-        )  # fmt: skip
+        return Verdict.from_dict(self.desk.judge(claim, source))
 
     def paper(self, arxiv_id: str) -> Paper:
         """A paper's metadata and its sections in reading order, with their first pages."""

@@ -1,10 +1,11 @@
 """The paper desk: the lab's tools for a researcher's assistant, implemented once.
 
-``list_papers``, ``search``, ``ask`` (a cited answer, each claim judged), ``get_paper``, ``read``
-(a page or a chunk), ``citations`` (out and in), ``related`` and ``summarize`` (the papers
-stage's :func:`rag.papers.summarize.summarize`) take plain
-arguments and return JSON-ready dicts. The CLI (``rag cites``, ``rag related``, ``rag summary``),
-the HTTP routes under ``/papers`` and the MCP server (``rag mcp``) all call these methods.
+``list_papers``, ``search``, ``ask`` (a cited answer, each claim judged), ``judge`` (one claim
+against a passage or a served chunk), ``get_paper``, ``read`` (a page or a chunk), ``citations``
+(out and in), ``related`` and ``summarize`` (the papers stage's
+:func:`rag.papers.summarize.summarize`) take plain arguments and return JSON-ready dicts. The CLI
+(``rag cites``, ``rag related``, ``rag summary``), the HTTP routes under ``/papers``, the MCP
+server (``rag mcp``) and ``rag.Lab`` all call these methods.
 
 Every argument is validated by a pydantic model (``k`` from 1 to 50, a non-blank query, a paper
 id the served index holds) before any work; a bad one raises :class:`ToolInputError` naming the
@@ -33,6 +34,8 @@ from rag.serve.folder_lab import add_files
 from rag.serve.models import MAX_K, Answerer, Query, RetrieverName
 
 PaperId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64)]
+#: The longest source text :meth:`Desk.judge` takes (a page of a paper is ~4,000 characters).
+MAX_SOURCE_CHARS = 50_000
 #: The related-work rankings of :func:`rag.papers.related.related`.
 RelatedMethod = Literal["text", "cocitation", "coupling", "popularity", "fusion"]
 
@@ -91,6 +94,13 @@ class AskArgs(_Args):
         "extractive", description="extractive (no model), a registered model, or provider:model."
     )
     judge: bool = Field(True, description="Judge every claim with the offline judge.")
+
+
+class JudgeArgs(_Args):
+    claim: Query = Field(description="One claim to check.")
+    source: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_SOURCE_CHARS)
+    ] = Field(description="The passage to check it against, or a served chunk id.")
 
 
 class PaperArgs(_Args):
@@ -242,6 +252,20 @@ class Desk:
         d = r.to_dict()
         add_files(self.lab, d["citations"])
         return d
+
+    def judge(self, claim: str, source: str) -> dict[str, Any]:
+        """The lab's judge on ``claim`` against ``source``: a passage's text, or the id of a
+        served chunk (``hit["chunk_id"]``), whose text is then the source."""
+        a = validate(JudgeArgs, claim=claim, source=source)
+        store = self.lab.index.snapshot.store
+        chunk_id = a.source if a.source in store else None
+        text = store[chunk_id].text if chunk_id else a.source
+        judge = self.lab.judge()
+        v = judge.verdict(a.claim, text)
+        return {
+            "claim": a.claim, "source": text, "chunk_id": chunk_id, "label": v.label,
+            "score": round(float(v.score), 6), "reason": v.reason, "judge": judge.name,
+        }  # fmt: skip
 
     def get_paper(self, arxiv_id: str) -> dict[str, Any]:
         """A paper's metadata, its sections in reading order (with first page) and page count."""

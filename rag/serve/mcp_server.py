@@ -30,6 +30,7 @@ from rag.errors import RagError
 from rag.serve.desk import (
     AskArgs,
     Desk,
+    JudgeArgs,
     PaperArgs,
     ReadArgs,
     RelatedArgs,
@@ -39,7 +40,8 @@ from rag.serve.desk import (
 
 INSTRUCTIONS = (
     "Tools over a pinned corpus of arXiv papers: list_papers for the ids; search for passages; "
-    "ask for an answer whose [n] citations are judged claim by claim; get_paper and read for a "
+    "ask for an answer whose [n] citations are judged claim by claim; judge to check one claim "
+    "against a passage or chunk; get_paper and read for a "
     "paper's sections and pages; citations and related for its citation graph and related work; "
     "summarize for a judged summary."
 )
@@ -93,6 +95,15 @@ def build_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8765) -> Fa
         and, with judge, the offline judge's verdict on every claim."""
         return await _call(desk.ask, question=question, k=k, retriever=retriever,
                            answerer=answerer, judge=judge)  # fmt: skip
+
+    @mcp.tool()
+    async def judge(
+        claim: Annotated[Any, _f(JudgeArgs, "claim")],
+        source: Annotated[Any, _f(JudgeArgs, "source")],
+    ) -> dict[str, Any]:
+        """The offline judge's verdict (label, score, reason) on one claim against a passage's
+        text or a served chunk id (from search or read), as ask judges each of its claims."""
+        return await _call(desk.judge, claim=claim, source=source)
 
     @mcp.tool()
     async def get_paper(arxiv_id: Annotated[Any, _f(PaperArgs, "arxiv_id")]) -> dict[str, Any]:

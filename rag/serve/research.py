@@ -129,6 +129,8 @@ def summarize_result(tool: str, r: dict[str, Any]) -> str:
     if tool == "ask":
         cited = sum(c["cited"] for c in r["citations"])
         return f"{cited} cited source(s): " + textwrap.shorten(r["answer"], 120, placeholder="…")
+    if tool == "judge":
+        return f"{r['label']} ({r['score']:.3f}) by {r['judge']}"
     if tool == "list_papers":
         return f"{r['n_papers']} papers, {r['n_chunks']} chunks"
     if tool == "get_paper":
