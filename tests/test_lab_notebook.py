@@ -16,6 +16,19 @@ from rag import paths
 BAD_CELL = 'lab.search("subword n-grams", k=0)'
 
 
+def test_project_paths_resolve_from_the_root_wherever_the_caller_stands(monkeypatch):
+    """The loaders take a relative path as the project's (:func:`rag.paths.resolve`), so a kernel
+    started in ``notebooks/`` reads what the CLI reads from the root."""
+    from rag.corpus.manifest import Paper, load_manifest
+    from rag.jsonl import read_records
+    from rag.papers.graph import read_citations
+
+    monkeypatch.chdir(paths.project_root() / "notebooks")
+    assert len(load_manifest("data/manifest.jsonl")) == 100
+    assert len(read_records("data/manifest.jsonl", Paper, id_field="arxiv_id")) == 100
+    assert read_citations("data/citations.jsonl")
+
+
 @pytest.fixture(scope="module")
 def explored(tmp_path_factory, shared_dir):
     """The explore notebook plus one cell with a bad argument, executed by papermill with the

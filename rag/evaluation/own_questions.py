@@ -140,7 +140,7 @@ def load_questions(path: str | Path) -> dict[str, OwnQuestion]:
         GoldError: the file is missing or empty, a record is invalid (naming the line and field,
             e.g. an ``answer`` key), or two records share a qid.
     """
-    p = Path(path)
+    p = resolve(path)
     if not p.is_file():
         raise GoldError(
             f"questions file {display(p)} not found (JSONL, one {{'question': ...}} a line)"
