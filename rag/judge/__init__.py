@@ -15,10 +15,15 @@ Modules:
 - ``features``: alignment features
 - ``fit``: features → classifiers by grouped CV
 - ``llm_judge``: the LLM judge
+- ``nli``: the entailment judge, the lab's own cross-encoder behind ``ClaimJudge``
+- ``nli_data``: its training data: SciFact train's human pairs plus rule-made pairs
+- ``nli_pin``: ``rag judge train``: data, training, thresholds, pinned
+- ``nli_train``: train the entailment cross-encoder, resumable
 - ``offline``: the offline judge (features + classifier)
 - ``pin``: ``make judge``: fit and pin
 - ``pinned``: fitted judges as JSON in ``data/judge/`` (``make judge``)
 - ``settings``: judge settings, ``offline-v1``/``offline-v2``
+- ``synth``: rule-made entailment pairs whose label is known by rule
 """
 
 from __future__ import annotations
