@@ -22,8 +22,8 @@ import pytest
 from rag import paths
 from rag.cli import main
 from rag.corpus import parse as parse_mod
-from rag.corpus.folder import build_folder
 from rag.index.embed_cache import cache_path
+from rag.index.folder import build_folder
 from tests.fakeembed import BowEmbedder
 
 EMB = "tests.fakeembed:BowEmbedder"

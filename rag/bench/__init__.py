@@ -10,6 +10,7 @@ Modules:
 - ``corpus``: fetch, parse, chunk
 - ``embedders``: embedders side by side, paired
 - ``evaluation``: ranx scoring
+- ``folder``: a folder of PDFs: titles, citations, growth, resume
 - ``http_overhead``: HTTP vs in-process LLM calls
 - ``hyde``: HyDE in shards
 - ``hygiene``: index hygiene, paired

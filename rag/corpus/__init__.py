@@ -3,8 +3,6 @@
 Modules:
 
 - ``arxiv_client``: polite arXiv client
-- ``folder``: any folder of PDFs as a corpus, identified by content
-- ``folder_bench``: title extraction measured on the pinned corpus
 - ``fetch``: cache → mirror → arXiv, verified
 - ``ingest``: fetch and parse a corpus
 - ``ingest_summary``: the run's record

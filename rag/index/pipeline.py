@@ -49,7 +49,7 @@ ENGINES = ("serial", "ray")
 FACTORY_RE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 #: A mirror file's stem: an arXiv id (old-style ``/`` written ``_``), optionally versioned.
 MIRROR_NAME_RE = re.compile(r"(\d{4}\.\d{4,5}|[a-z-]+(\.[A-Z]{2})?_\d{7})(v\d+)?")
-#: A paper id :mod:`rag.corpus.folder` derives from a PDF's content (``pdf-`` + 12 hex digits).
+#: A paper id :mod:`rag.index.folder` derives from a PDF's content (``pdf-`` + 12 hex digits).
 CONTENT_ID_RE = re.compile(r"pdf-[0-9a-f]{12}")
 
 

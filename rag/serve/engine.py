@@ -130,6 +130,8 @@ class Lab:
         self._llm_lock = threading.Lock()
         self._loads = Loader(load_timeout_s)
         self.extractive = ExtractiveAnswerer()
+        #: a served folder's papers (:class:`rag.serve.folder_lab.FolderCorpus`), else None
+        self.folder: Any = None
 
     # -- components ----------------------------------------------------------------------------
 
@@ -371,9 +373,15 @@ def load_lab(
     from rag.text.chunk import chunk_settings
 
     if settings.pdfs:  # a folder of PDFs: its own index, through the pipeline
-        from rag.serve.folder_lab import load_folder_lab
+        from rag.serve.folder_lab import folder_index
 
-        return load_folder_lab(settings, serve, status)
+        status("index loading")
+        served, folder = folder_index(settings, serve)
+        status("model loading")
+        lab = Lab(settings, served)
+        lab.folder = folder
+        lab.search("warm up the query encoder", 1)
+        return lab
     status("index loading")
     papers, parsed = corpus_papers(
         settings.manifest_path, settings.paper_ids, settings.max_papers,

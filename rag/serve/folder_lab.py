@@ -1,11 +1,12 @@
 """The lab over a folder of PDFs: the folder's index served through the same :class:`Lab` and desk.
 
-:func:`load_folder_lab` builds or reuses the folder's index (:func:`rag.corpus.folder.build_folder`,
-the one pipeline), serves it as a :class:`~rag.serve.index.ServedIndex` and hangs a
-:class:`FolderCorpus` on the lab, from which the paper desk reads what a pinned corpus reads from
-its manifest: titles, page counts, the parsed papers (summaries) and the citation graph, resolved
-between the folder's papers by the corpus's own title resolution
-(:class:`rag.papers.resolve.TitleMatcher`) plus any arXiv id or DOI a reference writes.
+:func:`folder_index` builds or reuses the folder's index (:func:`rag.index.folder.build_folder`,
+the one pipeline) as a :class:`~rag.serve.index.ServedIndex`, and
+:func:`rag.serve.engine.load_lab` hangs its :class:`FolderCorpus` on the lab, from which the
+paper desk reads what a pinned corpus reads from its manifest: titles, page counts, the parsed
+papers (summaries) and the citation graph, resolved between the folder's papers by the corpus's
+own title resolution (:class:`rag.papers.resolve.TitleMatcher`) plus any arXiv id or DOI a
+reference writes.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from rag.corpus.folder import FolderBuild, FolderPaper, build_folder
 from rag.errors import ConfigError
+from rag.index.folder import FolderBuild, FolderPaper, build_folder
 from rag.serve.config import LabSettings, ServeSettings
 
 log = logging.getLogger(__name__)
@@ -95,23 +95,18 @@ class FolderCorpus:
             return rows
 
 
-def load_folder_lab(
-    settings: LabSettings,
-    serve: ServeSettings,
-    status: Callable[[str], None] = lambda s: None,
-) -> Any:
-    """Build or reuse the index of ``settings.pdfs`` and load the lab over it.
+def folder_index(settings: LabSettings, serve: ServeSettings) -> tuple[Any, FolderCorpus]:
+    """Build or reuse the index of ``settings.pdfs``: the served index and the folder's papers
+    (:func:`rag.serve.engine.load_lab` loads the lab over them).
 
     Raises:
         ConfigError: the folder is missing, holds no PDF, or no PDF of it could be indexed (the
             message names each file and why).
     """
     from rag.paths import resolve
-    from rag.serve.engine import Lab
     from rag.serve.index import ServedIndex
     from rag.text.chunk import chunk_settings
 
-    status("index loading")
     chunking = chunk_settings(settings.chunking())
     build = build_folder(
         resolve(settings.pdfs), embedder=settings.embedder, chunking=settings.chunking(),
@@ -121,11 +116,7 @@ def load_folder_lab(
         rows = "; ".join(f"{r['file']} ({r['stage']}: {r['reason']})" for r in build.summary["bad"])
         raise ConfigError(f"--pdfs {settings.pdfs}: no PDF could be indexed: {rows}")
     served = ServedIndex(build.root / "served", build.indexed, build.titles, chunking)
-    status("model loading")
-    lab = Lab(settings, served)
-    lab.folder = FolderCorpus(build)  # type: ignore[attr-defined]
-    lab.search("warm up the query encoder", 1)
-    return lab
+    return served, FolderCorpus(build)
 
 
 def add_files(lab: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,14 +1,18 @@
 """Title extraction measured on the pinned corpus, with the arXiv stamp and the manifest ignored.
 
-``python -m rag.corpus.folder_bench`` reads every manifest paper's PDF with
+``python -m rag.bench.folder`` reads every manifest paper's PDF with
 :func:`rag.corpus.pdf_meta.read_meta` (``use_stamp=False``: the id the stamp would give is not
 used) twice, from the page-1 layout alone and with the PDF's own ``/Title`` preferred when page 1
 carries it, and compares each extracted title with the manifest's title after
 :func:`rag.corpus.titlecheck.normalise` (lower case, letters and digits). It writes the exact-match
 accuracy of both, the misses, and the seconds per PDF to ``outputs/bench/folder_titles.json``.
 
-``--growth N`` times ``rag ask --pdfs`` on a copy of N corpus PDFs with an empty cache: cold,
-warm, after adding one PDF and after removing it (``outputs/bench/folder_growth.json``).
+``--citations`` measures title resolution with the ids hidden against the titles read from the
+PDFs (``outputs/bench/folder_citations.json``). ``--growth N`` times ``rag ask --pdfs`` on a copy
+of N corpus PDFs with an empty cache: cold, warm, after adding one PDF and after removing it
+(``outputs/bench/folder_growth.json``). ``--resume N`` kills a cold build of N PDFs once vectors
+are committed, runs it again and compares the index with an uninterrupted build
+(``outputs/bench/folder_resume.json``).
 """
 
 from __future__ import annotations
@@ -92,6 +96,73 @@ def citations(manifest: Path | None, pdf_dir: Path) -> dict[str, Any]:
     return out
 
 
+_BUILD = (
+    "import json, sys\n"
+    "from rag.index.folder import build_folder\n"
+    "b = build_folder(sys.argv[1])\n"
+    "ix = b.indexed\n"
+    "import numpy as np\n"
+    "np.save(sys.argv[2], ix.dense.vectors)\n"
+    "open(sys.argv[3], 'w').write(json.dumps([c.chunk_id for c in ix.chunks]))\n"
+)
+
+
+def _vectors(cache: Path) -> int:
+    import sqlite3
+
+    n = 0
+    for f in (cache / "embeddings").glob("*.sqlite"):
+        with sqlite3.connect(f) as con:
+            n += con.execute("SELECT COUNT(*) FROM vec").fetchone()[0]
+    return n
+
+
+def resume(pdf_dir: Path, n: int, workdir: Path, kill_after: int = 128) -> dict[str, Any]:
+    """Kill a cold ``build_folder`` of ``n`` corpus PDFs once ``kill_after`` vectors are committed,
+    run it again, and compare the index with an uninterrupted build in a cache of its own."""
+    import signal
+
+    import numpy as np
+
+    shutil.rmtree(workdir, ignore_errors=True)
+    folder = workdir / "papers"
+    folder.mkdir(parents=True)
+    for f in sorted(pdf_dir.glob("*.pdf"))[:n]:
+        shutil.copy(f, folder / f.name.replace(".pdf", " copy.pdf"))
+
+    def run(cache: Path, tag: str, kill: bool) -> dict[str, Any]:
+        env = {**os.environ, CACHE_ENV: str(cache)}
+        args = [sys.executable, "-c", _BUILD, str(folder), str(workdir / f"{tag}.npy"),
+                str(workdir / f"{tag}.json")]  # fmt: skip
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        killed_at = None
+        while kill and proc.poll() is None:
+            if (cache / "embeddings").is_dir() and _vectors(cache) >= kill_after:
+                proc.send_signal(signal.SIGKILL)
+                killed_at = _vectors(cache)
+                break
+            time.sleep(0.5)
+        proc.wait()
+        return {"seconds": round(time.perf_counter() - t0, 1), "killed_with_vectors": killed_at}
+
+    killed = run(workdir / "cache-a", "a", kill=True)
+    resumed = run(workdir / "cache-a", "a", kill=False)
+    clean = run(workdir / "cache-b", "b", kill=False)
+    ids_a = json.loads((workdir / "a.json").read_text())
+    ids_b = json.loads((workdir / "b.json").read_text())
+    va, vb = np.load(workdir / "a.npy"), np.load(workdir / "b.npy")
+    same = ids_a == ids_b and va.shape == vb.shape
+    return {
+        "what": "a cold folder build killed (SIGKILL) after its first committed vectors, run "
+        "again, against an uninterrupted build",
+        "papers": n, "killed": killed, "resumed": resumed, "clean": clean,
+        "same_chunk_ids": ids_a == ids_b, "chunks": len(ids_a),
+        "max_abs_vector_diff": float(np.abs(va - vb).max()) if same else None,
+        "vectors_identical": bool(same and np.array_equal(va, vb)),
+    }  # fmt: skip
+
+
 def _timed_ask(folder: Path, cache: Path, question: str) -> float:
     env = {**os.environ, CACHE_ENV: str(cache)}
     t0 = time.perf_counter()
@@ -132,7 +203,7 @@ def growth(pdf_dir: Path, n: int, workdir: Path, question: str) -> dict[str, Any
 def main(argv: list[str] | None = None) -> int:
     """Measure and write ``outputs/bench/folder_titles.json`` (or, with ``--growth N``,
     ``outputs/bench/folder_growth.json``)."""
-    ap = argparse.ArgumentParser(prog="python -m rag.corpus.folder_bench", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m rag.bench.folder", description=__doc__)
     ap.add_argument(
         "--growth",
         type=int,
@@ -141,6 +212,13 @@ def main(argv: list[str] | None = None) -> int:
         help="time rag ask --pdfs on N corpus PDFs: cold, warm, add one, remove one",
     )
     ap.add_argument("--workdir", type=Path, default=None, help="(--growth) scratch folder")
+    ap.add_argument(
+        "--resume",
+        type=int,
+        default=0,
+        metavar="N",
+        help="kill a cold build of N corpus PDFs mid-embedding, resume, compare",
+    )
     ap.add_argument(
         "--citations",
         action="store_true",
@@ -160,6 +238,13 @@ def main(argv: list[str] | None = None) -> int:
         q = "How does the model handle out-of-vocabulary words?"
         result = growth(pdf_dir, args.growth, work, q)
         out = args.out.with_name("folder_growth.json")
+        out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps(result, indent=1))
+        return 0
+    if args.resume:
+        work = args.workdir or Path(tempfile.mkdtemp(prefix="folder-resume-"))
+        result = resume(pdf_dir, args.resume, work)
+        out = args.out.with_name("folder_resume.json")
         out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(json.dumps(result, indent=1))
         return 0
