@@ -185,7 +185,9 @@ def test_ask_cites_the_file_and_citations_resolve(env, capsys):
     rc = main(["ask", "--pdfs", folder, "--embedder", EMB, "--json", "-k", "3",
                "What keeps the quokka vocabulary stable?"])  # fmt: skip
     assert rc == 0
-    d = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    d = json.loads(out)
+    assert "not indexed: empty.pdf (scan): zero-byte file" in err  # named even when quiet
     cited = [c for c in d["citations"] if c["cited"]] or d["citations"][:1]
     assert cited[0]["file"] == "alpha draft.pdf"
 

@@ -84,7 +84,23 @@ def _lab(args: argparse.Namespace, **serve_kw: Any):
     local = answerer if answerer.startswith("gguf:") else None
     settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()), local_model=local,
                                 **folder_options(args))  # fmt: skip
-    return load_lab(settings, ServeSettings(index_dir=args.index_dir, **serve_kw))
+    lab = load_lab(settings, ServeSettings(index_dir=args.index_dir, **serve_kw))
+    if lab.folder is not None:
+        report_folder(lab.folder.build)
+    return lab
+
+
+def report_folder(build: Any) -> None:
+    """On stderr, one line per file of a ``--pdfs`` folder that is not indexed (file, stage,
+    reason) and what changed since the last run, so a quiet command still names them."""
+    s = build.summary
+    for r in s["bad"]:
+        print(f"not indexed: {r['file']} ({r['stage']}): {r['reason']}", file=sys.stderr)
+    ch = {k: v for k, v in s["changes"].items() if v and k != "file_now_another_paper"}
+    if ch:
+        what = ", ".join(f"{len(v)} {k}" for k, v in ch.items())
+        print(f"{s['folder']}: {what} since the last run; {s['papers_indexed']} papers served",
+              file=sys.stderr)  # fmt: skip
 
 
 def _snippet(text: str, width: int = 96, lines: int = 2) -> str:
