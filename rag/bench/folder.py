@@ -117,7 +117,7 @@ def _vectors(cache: Path) -> int:
     return n
 
 
-def resume(pdf_dir: Path, n: int, workdir: Path, kill_after: int = 128) -> dict[str, Any]:
+def resume(pdf_dir: Path, n: int, workdir: Path, kill_after: int = 1) -> dict[str, Any]:
     """Kill a cold ``build_folder`` of ``n`` corpus PDFs once ``kill_after`` vectors are committed,
     run it again, and compare the index with an uninterrupted build in a cache of its own."""
     import signal
