@@ -226,9 +226,17 @@ def test_adding_a_paper_embeds_only_its_chunks_and_removing_drops_it(env, tmp_pa
     }
     assert _cached_vectors() - n0 == len({c.text for c in new}) > 0
     assert b.summary["changes"]["added"] == [new[0].paper_id]
+    body.append("A second version adds a paragraph on pruning the token index.")
+    _paper(grown / "delta.pdf", "Late Interaction for Tiny Indexes", "Ann Other", body, [])
+    v2 = build_folder(grown, embedder=EMB)  # a changed file: a new version, the old one leaves
+    now = next(p for p in v2.papers if p.file == "delta.pdf").paper_id
+    assert now != new[0].paper_id and new[0].paper_id not in _ids(v2)
+    assert v2.summary["changes"]["file_now_another_paper"] == [
+        {"file": "delta.pdf", "was": new[0].paper_id, "now": now}
+    ]
     (grown / "delta.pdf").unlink()
     b2 = build_folder(grown, embedder=EMB)
-    assert b2.summary["changes"]["removed"] == [new[0].paper_id]
+    assert b2.summary["changes"]["removed"] == [now]
     assert _ids(b2) == _ids(env["build"])
 
 

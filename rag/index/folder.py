@@ -97,9 +97,15 @@ def bad_row(file: str, stage: str, reason: str) -> dict[str, str]:
     return {"file": file, "stage": stage, "reason": reason}
 
 
-def folder_root(folder: str | os.PathLike[str], key: Mapping[str, Any]) -> Path:
+def folder_root(
+    folder: str | os.PathLike[str],
+    embedder: Any = "minilm",
+    chunking: Mapping[str, Any] | None = None,
+) -> Path:
     """Where a folder's index lives: a cache folder named after it and keyed by its real path and
     what shapes the index (embedder, chunking)."""
+    key = {"embedder": embedder if isinstance(embedder, str) else repr(embedder),
+           "chunking": dict(chunking or {})}  # fmt: skip
     real = Path(folder).resolve()
     h = hashlib.sha256(json.dumps([str(real), key], sort_keys=True).encode()).hexdigest()[:12]
     slug = "".join(c if c.isalnum() else "-" for c in real.name)[:32] or "folder"
@@ -307,9 +313,7 @@ def build_folder(
     """
     t0 = time.perf_counter()
     folder = Path(folder)
-    key = {"embedder": embedder if isinstance(embedder, str) else repr(embedder),
-           "chunking": dict(chunking or {})}  # fmt: skip
-    base = Path(root) if root else folder_root(folder, key)
+    base = Path(root) if root else folder_root(folder, embedder, chunking)
     base.mkdir(parents=True, exist_ok=True)
     if show_progress is None:
         show_progress = not (base / MANIFEST).exists()

@@ -84,10 +84,26 @@ def _lab(args: argparse.Namespace, **serve_kw: Any):
     local = answerer if answerer.startswith("gguf:") else None
     settings = profile_settings(args.profile, paper_ids=tuple(args.papers or ()), local_model=local,
                                 **folder_options(args))  # fmt: skip
+    if settings.pdfs:
+        first_folder_run(settings, args.index_dir)
     lab = load_lab(settings, ServeSettings(index_dir=args.index_dir, **serve_kw))
     if lab.folder is not None:
         report_folder(lab.folder.build)
     return lab
+
+
+def first_folder_run(settings: Any, index_dir: str) -> None:
+    """Say on stderr that a ``--pdfs`` folder is indexed for the first time (a quiet command shows
+    no progress bar, and the first run embeds every paper)."""
+    from rag.index.folder import MANIFEST, folder_root
+    from rag.paths import resolve
+
+    root = resolve(index_dir) if index_dir else folder_root(settings.pdfs, settings.embedder,
+                                                              settings.chunking())  # fmt: skip
+    if not (root / MANIFEST).exists():
+        print(f"indexing {settings.pdfs} for the first time with {settings.embedder} (MiniLM: "
+              "about 5 min per 100 papers on 2 cores; -v shows progress); later calls reuse it",
+              file=sys.stderr)  # fmt: skip
 
 
 def report_folder(build: Any) -> None:
