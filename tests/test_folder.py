@@ -289,3 +289,17 @@ def test_mcp_serves_the_folders_papers_as_paper_resources(env, tmp_path):
             c.close()
     assert (d["title"], d["file"], d["authors"]) == (GAMMA, "Über Zettel – v2.pdf", ["Émile Zola"])
     assert {f"paper://{pid}" for pid in ids.values()} <= {str(x.uri) for x in listed.resources}
+
+
+def test_the_folders_arxiv_papers_become_a_manifest_the_report_loads(env, tmp_path):
+    from rag.corpus.papers import corpus_papers
+    from rag.index.folder_manifest import arxiv_manifest
+
+    r = arxiv_manifest(env["folder"], tmp_path / "mine.jsonl")
+    assert sorted(r["papers"]) == sorted(CORPUS)
+    left = {row["file"]: row["stage"] for row in r["left_out"]}
+    assert left["beta.pdf"] == "manifest" and left["empty.pdf"] == "scan"  # no stamp; bad file
+    papers, parsed = corpus_papers(r["manifest"], pdf_mirror=r["mirror"])  # as the notebooks do
+    assert {p.arxiv_id: p.title for p in papers} == CORPUS
+    assert [p.primary_category for p in papers] == ["cs.CL", "cs.CL"]
+    assert all(p.ok for p in parsed) and len(parsed) == 2

@@ -12,7 +12,9 @@ PDFs (``outputs/bench/folder_citations.json``). ``--growth N`` times ``rag ask -
 of N corpus PDFs with an empty cache: cold, warm, after adding one PDF and after removing it
 (``outputs/bench/folder_growth.json``). ``--resume N`` kills a cold build of N PDFs once vectors
 are committed, runs it again and compares the index with an uninterrupted build
-(``outputs/bench/folder_resume.json``).
+(``outputs/bench/folder_resume.json``). ``--manifest-match`` compares the manifest
+:mod:`rag.index.folder_manifest` writes from the PDFs with the pinned one
+(``outputs/bench/folder_manifest.json``).
 """
 
 from __future__ import annotations
@@ -163,6 +165,28 @@ def resume(pdf_dir: Path, n: int, workdir: Path, kill_after: int = 1) -> dict[st
     }  # fmt: skip
 
 
+def manifest_match(manifest: Path | None, pdf_dir: Path, workdir: Path) -> dict[str, Any]:
+    """The manifest :func:`rag.index.folder_manifest.arxiv_manifest` writes from the PDFs alone,
+    field by field against the pinned manifest (titles also compared normalised)."""
+    from rag.index.folder_manifest import arxiv_manifest
+
+    r = arxiv_manifest(pdf_dir, workdir / "folder.jsonl")
+    made = {p.arxiv_id: p.model_dump() for p in load_manifest(workdir / "folder.jsonl")}
+    pinned = {p.arxiv_id: p.model_dump() for p in load_manifest(manifest)}
+    fields = sorted(next(iter(pinned.values())))
+    return {
+        "what": "the manifest written from the PDFs (stamp, page 1, file) vs the pinned manifest",
+        "pinned": len(pinned), "written": len(made), "left_out": r["left_out"],
+        "identical_lines": sum(made.get(k) == v for k, v in pinned.items()),
+        "field_equal": {f: sum(made.get(k, {}).get(f) == v[f] for k, v in pinned.items())
+                        for f in fields},
+        "title_equal_normalised": sum(
+            normalise(made.get(k, {}).get("title", "")) == normalise(v["title"])
+            for k, v in pinned.items()
+        ),
+    }  # fmt: skip
+
+
 def _timed_ask(folder: Path, cache: Path, question: str) -> float:
     env = {**os.environ, CACHE_ENV: str(cache)}
     t0 = time.perf_counter()
@@ -213,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--workdir", type=Path, default=None, help="(--growth) scratch folder")
     ap.add_argument(
+        "--manifest-match",
+        action="store_true",
+        help="the manifest written from the PDFs (rag.index.folder_manifest) vs the pinned one",
+    )
+    ap.add_argument(
         "--resume",
         type=int,
         default=0,
@@ -240,6 +269,13 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out.with_name("folder_growth.json")
         out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(json.dumps(result, indent=1))
+        return 0
+    if args.manifest_match:
+        work = args.workdir or Path(tempfile.mkdtemp(prefix="folder-manifest-"))
+        result = manifest_match(args.manifest, pdf_dir, work)
+        out = args.out.with_name("folder_manifest.json")
+        out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps({k: v for k, v in result.items() if k != "left_out"}, indent=1))
         return 0
     if args.resume:
         work = args.workdir or Path(tempfile.mkdtemp(prefix="folder-resume-"))

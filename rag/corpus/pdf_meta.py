@@ -9,7 +9,8 @@ A researcher's folder has no manifest, so a paper's metadata comes from its file
   (the arXiv margin stamp) is never the title.
 * **Authors**: the PDF's ``/Author`` when set, else the lines right below the title up to the
   first line that looks like an affiliation, an e-mail or the abstract.
-* **arXiv id**: the margin stamp (``arXiv:1706.03762v7 [cs.CL] 2 Aug 2023``); **DOI**: the first
+* **arXiv id**: the margin stamp (``arXiv:1706.03762v7 [cs.CL] 2 Aug 2023``: id, version,
+  category, date); **DOI**: the first
   DOI on page 1 or in the PDF's metadata; **year**: the stamp's year, else the metadata date.
 
 :func:`read_meta` takes ``use_stamp=False`` and ``use_metadata=False`` so the title can be
@@ -28,7 +29,7 @@ from rag.corpus.manifest import ARXIV_ID_RE
 from rag.corpus.pdf_lines import clean_text
 
 #: Bump when what :func:`read_meta` extracts changes: a folder's manifest re-reads its PDFs.
-META_VERSION = 2
+META_VERSION = 3
 #: Fraction of page 1's height searched for the title (titles sit in the top part).
 TITLE_BAND = 0.6
 #: Lines within this many points of each other's size are one line when on one baseline.
@@ -42,7 +43,10 @@ LINE_GAP = 1.6
 #: Lines of type no larger than this fraction of the page's median are never a title.
 MIN_TITLE_RATIO = 1.05
 #: A stamp line: ``arXiv:1706.03762v7 [cs.CL] 2 Aug 2023``.
-_STAMP = re.compile(r"arXiv:\s*(\S+?)(v\d+)?\s+\[[^\]]+\]\s+(\d{1,2}\s+\w+\s+(\d{4}))", re.I)
+_STAMP = re.compile(
+    r"arXiv:\s*(?P<id>\S+?)(?P<v>v\d+)?\s+\[(?P<cat>[^\]]+)\]\s+(?P<date>\d{1,2}\s+\w+\s+(?P<y>\d{4}))",
+    re.I,
+)
 _NOT_AUTHOR = re.compile(
     r"@|\buniversity\b|\binstitute\b|\bdepartment\b|\blab(oratory)?\b|\babstract\b|\bgoogle\b|"
     r"\bresearch\b|\binc\b|\bcorp|\bschool\b|\bcollege\b|\bcenter\b|\bcentre\b|https?://|"
@@ -66,6 +70,8 @@ class PdfMeta:
     year: int | None = None
     arxiv_id: str = ""
     arxiv_version: str = ""
+    arxiv_category: str = ""
+    stamp_date: str = ""
     doi: str = ""
     pages: int = 0
     title_source: str = ""  # "metadata", "layout" or ""
@@ -228,11 +234,13 @@ def read_meta(path: str | Path, *, use_stamp: bool = True, use_metadata: bool = 
         for text in rotated + [ln.text for ln in lines[:3]]:
             m = _STAMP.search(text)
             # old-style ids lose their subject class (math.GT/0309136 -> math/0309136)
-            aid = re.sub(r"^([a-z-]+)\.[A-Z]{2}/", r"\1/", m.group(1)) if m else ""
+            aid = re.sub(r"^([a-z-]+)\.[A-Z]{2}/", r"\1/", m.group("id")) if m else ""
             if m and re.match(ARXIV_ID_RE, aid):
                 out.arxiv_id = aid
-                out.arxiv_version = m.group(2) or ""
-                out.year = int(m.group(4))
+                out.arxiv_version = m.group("v") or ""
+                out.arxiv_category = m.group("cat").strip()
+                out.stamp_date = " ".join(m.group("date").split())
+                out.year = int(m.group("y"))
                 break
     title, last = layout_title(lines, height, vocab)
     meta_title = _meta_title(info, page_text) if use_metadata else ""

@@ -12,6 +12,7 @@ Modules:
 - ``embed``: embedders by name
 - ``embed_cache``: per-text SQLite vector cache
 - ``folder``: any folder of PDFs as a corpus, identified by content, through the pipeline
+- ``folder_manifest``: a folder's arXiv papers as a manifest and mirror, for the report
 - ``gguf_embed``: GGUF embedders on llama.cpp
 - ``named``: mpnet, nomic, EmbeddingGemma
 - ``onnx_passage``: int8 ONNX passages (opt-in)

@@ -66,6 +66,8 @@ class FolderPaper:
     year: int | None = None
     arxiv_id: str = ""
     arxiv_version: str = ""
+    arxiv_category: str = ""
+    stamp_date: str = ""
     doi: str = ""
     title_source: str = ""
     meta_version: int = 0  # rag.corpus.pdf_meta.META_VERSION that read the metadata
