@@ -303,3 +303,17 @@ def test_the_folders_arxiv_papers_become_a_manifest_the_report_loads(env, tmp_pa
     assert {p.arxiv_id: p.title for p in papers} == CORPUS
     assert [p.primary_category for p in papers] == ["cs.CL", "cs.CL"]
     assert all(p.ok for p in parsed) and len(parsed) == 2
+
+
+def test_a_folders_first_run_is_announced_and_embedder_needs_pdfs(env, tmp_path, capsys):
+    folder = tmp_path / "new"
+    folder.mkdir()
+    _beta(folder / "b.pdf")
+    args = ["search", "--pdfs", str(folder), "--embedder", EMB, "--json", "impact scores"]
+    assert main(args) == 0
+    assert "for the first time" in capsys.readouterr().err
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "for the first time" not in err and json.loads(out)["hits"][0]["file"] == "b.pdf"
+    assert main(["search", "--embedder", EMB, "x"]) == 2  # a profile's embedder is its parameter
+    assert "--embedder chooses a --pdfs folder's embedder" in capsys.readouterr().err
