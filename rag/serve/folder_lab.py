@@ -16,11 +16,13 @@ import json
 import logging
 import threading
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag.errors import ConfigError
-from rag.index.folder import FolderBuild, FolderPaper, build_folder
 from rag.serve.config import LabSettings, ServeSettings
+
+if TYPE_CHECKING:  # the folder route's modules load when a folder is served, not for every desk
+    from rag.index.folder import FolderBuild, FolderPaper
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,7 @@ def folder_index(settings: LabSettings, serve: ServeSettings) -> tuple[Any, Fold
         ConfigError: the folder is missing, holds no PDF, or no PDF of it could be indexed (the
             message names each file and why).
     """
+    from rag.index.folder import build_folder
     from rag.paths import resolve
     from rag.serve.index import ServedIndex
     from rag.text.chunk import chunk_settings
