@@ -286,8 +286,8 @@ class Desk:
             "pages": (m.pages if m and m.pages else last), "n_chunks": served.n_chunks,
             "sections": sections,
         }  # fmt: skip
-        if self.folder is not None:  # a folder's paper: its file and what the PDF says
-            p = self.folder.papers[pid]
+        p = self.folder.papers.get(pid) if self.folder is not None else None
+        if p is not None:  # a folder's paper: its file and what the PDF says
             d.update(
                 file=p.file,
                 files=p.files,
@@ -382,7 +382,7 @@ class Desk:
                 chat = self.lab.answerer(a.model).chat_model
             except ChoiceError as e:
                 raise ToolInputError("model", f"model={a.model!r}: {e}") from e
-        if self.folder is not None:  # the folder's own parse and title, not the manifest's
+        if self.folder is not None and pid in self.folder.papers:  # its parse, not a manifest's
             return summarize(pid, sentences=a.sentences, chat_model=chat, judge=self.lab.judge(),
                              parsed=self.folder.parsed(pid), title=self._title(pid))  # fmt: skip
         return summarize(pid, sentences=a.sentences, chat_model=chat, judge=self.lab.judge(),
