@@ -205,6 +205,9 @@ def test_ask_cites_the_file_and_citations_resolve(env, capsys):
     ]
     assert [c["arxiv_id"] for c in lab.desk.citations(ids[BETA])["cited_by"]] == [ids[ALPHA]]
     assert lab.desk.get_paper("beta.pdf")["arxiv_id"] == ids[BETA]  # a file names its paper too
+    record = lab.paper(ids[GAMMA])  # the notebook door: the file, no arXiv link for a content id
+    assert f"({ids[GAMMA]}, Über Zettel – v2.pdf)" in repr(record)
+    assert "arxiv.org/abs/pdf-" not in record._repr_html_()
     paper = lab.desk.get_paper(ids[GAMMA])
     assert paper["file"] == "Über Zettel – v2.pdf" and paper["url"] == ""
     assert ids[BETA] in {

@@ -70,8 +70,9 @@ def snippet(text: str, limit: int = 280) -> str:
 
 
 def paper_link(arxiv_id: str) -> str:
-    """``arXiv:<id>`` linked to its abstract page (an uploaded paper has no link)."""
-    if arxiv_id.startswith("upload-") or arxiv_id.startswith("doi:"):
+    """``arXiv:<id>`` linked to its abstract page (an uploaded paper, a DOI and a folder's
+    content id ``pdf-…`` have no link)."""
+    if arxiv_id.startswith(("upload-", "doi:", "pdf-")):
         return esc(arxiv_id)
     return f'<a href="https://arxiv.org/abs/{esc(arxiv_id)}">arXiv:{esc(arxiv_id)}</a>'
 

@@ -62,8 +62,10 @@ class Paper(Record):
         return [dict(s) for s in self.sections]
 
     def text(self) -> str:
-        lines = [f"{self.title} (arXiv:{self.arxiv_id}{self.version}, {self.category}), "
-                 f"{self.pages} pages, {self.n_chunks} chunks"]  # fmt: skip
+        where = f"arXiv:{self.arxiv_id}{self.version}, {self.category}"
+        if self.extra.get("file"):  # a folder's paper: its id and file
+            where = f"{self.arxiv_id}, {self.extra['file']}"
+        lines = [f"{self.title} ({where}), {self.pages} pages, {self.n_chunks} chunks"]
         lines += [f"  p. {s['page']:>3}  {s['section']}" for s in self.sections]
         return "\n".join(lines)
 
