@@ -205,6 +205,7 @@ def test_ask_cites_the_file_and_citations_resolve(env, capsys):
     ]
     assert [c["arxiv_id"] for c in lab.desk.citations(ids[BETA])["cited_by"]] == [ids[ALPHA]]
     assert lab.desk.get_paper("beta.pdf")["arxiv_id"] == ids[BETA]  # a file names its paper too
+    assert "(alpha draft.pdf, p. 1" in repr(lab.search("quokka vocabulary", k=1))
     record = lab.paper(ids[GAMMA])  # the notebook door: the file, no arXiv link for a content id
     assert f"({ids[GAMMA]}, Über Zettel – v2.pdf)" in repr(record)
     assert "arxiv.org/abs/pdf-" not in record._repr_html_()

@@ -99,9 +99,9 @@ class Record:
         return self.html()
 
 
-def _where(arxiv_id: str, page: Any, section: str = "") -> str:
+def _where(arxiv_id: str, page: Any, section: str = "", file: str = "") -> str:
     sec = f", {section}" if section else ""
-    return f"arXiv:{arxiv_id}, p. {page}{sec}"
+    return f"{file or f'arXiv:{arxiv_id}'}, p. {page}{sec}"  # a folder's paper: its file
 
 
 def cut(text: str, width: int) -> str:
@@ -130,8 +130,8 @@ class Hits(Record):
         lines = [f"{self.retriever}: {len(self.hits)} hits for {self.query!r} "
                  f"in {self.latency_ms:.1f} ms"]  # fmt: skip
         for i, x in enumerate(self.hits, 1):
-            lines.append(f"{i:>2}. {x['score']:.4f}  {x['title'] or '(untitled)'} "
-                         f"({_where(x['arxiv_id'], x['page'], x['section'])})")  # fmt: skip
+            where = _where(x["arxiv_id"], x["page"], x["section"], x.get("file", ""))
+            lines.append(f"{i:>2}. {x['score']:.4f}  {x['title'] or '(untitled)'} ({where})")
             lines.append(f"    {cut(x['text'], 180)}")
         return "\n".join(lines)
 
