@@ -163,6 +163,7 @@ def test_ids_titles_duplicates_and_bad_files(env):
     assert "not a readable PDF" in bad["notes.pdf"][1]
     assert "encrypted" in bad["locked.pdf"][1]
     assert bad["scan.pdf"][0] == "parse" and bad["scan.pdf"][1].startswith("image_only")
+    assert "scan.pdf has only images" in bad["scan.pdf"][1]  # the file, not its link, is named
     assert bad["thesis.pdf"][0] == "parse" and "too_many_pages" in bad["thesis.pdf"][1]
     assert len(bad) == 7
     lines = (b.root / "folder-manifest.jsonl").read_text(encoding="utf-8").splitlines()

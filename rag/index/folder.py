@@ -352,7 +352,8 @@ def _build(
     failed = {r["paper_id"]: r for r in run["failed"]}
     for pid, r in failed.items():
         why = f"{r['status']}: {r['error']}" if r["error"] else r["status"]
-        bad.append(bad_row(stems[pid].file, r["stage"], why))
+        # the parser names the link (<id>.pdf); the reader knows the file
+        bad.append(bad_row(stems[pid].file, r["stage"], why.replace(f"{pid}.pdf", stems[pid].file)))
     moved = [s for s, p in stems.items() if s not in failed and _changed(folder / p.file, p)]
     if moved:  # changed after it was hashed: drop it now; the next run indexes its new content
         for s in moved:
