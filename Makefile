@@ -12,7 +12,7 @@ LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup report test test-slow judge calibrate bench bench-scale bench-sweep bench-rerank bench-report ict lab lint check-params clean-smoke
+.PHONY: setup report test test-slow judge judge-train calibrate bench bench-scale bench-sweep bench-rerank bench-report ict lab lint check-params clean-smoke
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,9 @@ test-slow: setup  ## real corpus / real models: the slow tier
 
 judge: setup  ## refit the offline judges on SciFact train (full + the smoke profile's 240 pairs) and pin them in data/judge/ (~3 min)
 	$(BIN)/python -m rag.judge.pin
+
+judge-train: setup  ## rebuild the entailment judge (nli-minilm-v1) from SciFact train + rule-made pairs and compare it with the pinned data/judge/ copy (~25-40 min on 2 cores; resumes)
+	$(BIN)/rag judge train --check
 
 calibrate: setup  ## rechoose 05's support threshold on its held-out questions (default profile) and pin it in data/calibration/ (~18 min from an empty cache, ~1 min warm, on 2 busy cores)
 	$(BIN)/python -m rag.report.calibrate

@@ -273,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
     sf.add_argument("embedders", nargs="*", default=["minilm"])
     sf.set_defaults(func=_cmd_scifact)
     sub.add_parser("ingest", help="fetch + parse the pinned corpus (rag ingest --help)")
+    sub.add_parser(
+        "judge", help="train and pin the entailment judge: rag judge train (--help for options)"
+    )
     t = sub.add_parser(
         "train-ict",
         help="train the offline ICT cross-encoder reranker on the corpus (no labels; ~20-30 min)",
@@ -301,6 +304,14 @@ def main(argv: list[str] | None = None) -> int:
         from rag.corpus.ingest import main as ingest_main
 
         return ingest_main(argv[1:])
+    if argv[:1] == ["judge"]:  # the judge trainer owns its options
+        if argv[1:2] != ["train"]:
+            print("usage: rag judge train [--help]", file=sys.stderr)
+            return 2
+        from rag.judge.nli_pin import main as judge_train_main
+
+        judge_train_main(argv[2:])
+        return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     quiet = configure_logging(args.command, args.verbose)

@@ -15,6 +15,7 @@ Modules:
 - ``hyde``: HyDE in shards
 - ``hygiene``: index hygiene, paired
 - ``index``: embedding, build, query
+- ``judge_nli``: the entailment judge's candidates vs offline-v2, SciFact dev and corpus claims
 - ``judges``: a judge vs offline-v2
 - ``llm``: LLM engines
 - ``offline_judge``: judge speed

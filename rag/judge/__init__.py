@@ -24,6 +24,7 @@ Modules:
 - ``pinned``: fitted judges as JSON in ``data/judge/`` (``make judge``)
 - ``settings``: judge settings, ``offline-v1``/``offline-v2``
 - ``synth``: rule-made entailment pairs whose label is known by rule
+- ``yesno``: a local instruct model's P("yes") as an opt-in judge score
 """
 
 from __future__ import annotations

@@ -166,6 +166,7 @@ def build(
     train_rows: Sequence[dict],
     exclude_docs: set[str] = frozenset(),
     per_label: int = 8000,
+    scifact_repeat: int = 1,
     seed: int = 0,
     corpus_file: str = CORPUS_FILE,
     dev_claims_file: str = DEV_CLAIMS_FILE,
@@ -176,13 +177,15 @@ def build(
         train_rows: SciFact judge rows to learn from (a CV fold's training part, or all).
         exclude_docs: abstract ids whose text must not be used (a held-out fold's).
         per_label: rule-made pairs per label from the corpus abstracts.
+        scifact_repeat: copies of SciFact train's pairs (its claims are the human-written kind;
+            repeating them weighs them against the rule-made pairs).
         seed: the one source of randomness.
     """
     rng = random.Random(seed)
     banned = dev_doc_ids(dev_claims_file) | set(exclude_docs)
     train_docs = {str(r["doc_id"]) for r in train_rows}
     abstracts = [r["text"] for r in _read(corpus_file) if str(r["_id"]) not in banned]
-    pairs = scifact_pairs(train_rows, rng)
+    pairs = scifact_pairs(train_rows, rng) * scifact_repeat
     pairs += abstract_pairs(abstracts, rng, per_label=per_label)
     rng.shuffle(pairs)
     logger.info(

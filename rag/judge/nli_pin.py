@@ -99,6 +99,7 @@ def build_and_pin(
     *,
     recipe: NliRecipe | None = None,
     per_label: int = PER_LABEL,
+    scifact_repeat: int = 1,
     out_dir: Path | None = None,
     train_path: str = nli_data.TRAIN_FILE,
     show_progress: bool = True,
@@ -114,11 +115,13 @@ def build_and_pin(
     tr, te = held_out_split(rows)
     held = [rows[i] for i in te]
     files = [train_path, nli_data.CORPUS_FILE, nli_data.DEV_CLAIMS_FILE]
-    dkey = nli_data.data_key(files, per_label=per_label, seed=recipe.seed, held_out=te)
+    extra = {"scifact_repeat": scifact_repeat} if scifact_repeat != 1 else {}
+    dkey = nli_data.data_key(files, per_label=per_label, seed=recipe.seed, held_out=te, **extra)
     pairs = nli_data.build(
         train_rows=[rows[i] for i in tr],
         exclude_docs={str(r["doc_id"]) for r in held},
         per_label=per_label,
+        scifact_repeat=scifact_repeat,
         seed=recipe.seed,
     )
     work = workdir_for(recipe_key(recipe, dkey))
@@ -152,6 +155,7 @@ def build_and_pin(
                 "train_pairs": len(tr),
             },
             "rule_made_per_label": per_label,
+            "scifact_repeat": scifact_repeat,
             "pairs": len(pairs),
             "kinds": nli_data.counts(pairs),
         },
@@ -176,6 +180,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--name", default=NLI_JUDGES[0])
     ap.add_argument("--per-label", type=int, default=PER_LABEL)
     ap.add_argument("--epochs", type=int, default=NliRecipe().epochs)
+    ap.add_argument(
+        "--scifact-repeat",
+        type=int,
+        default=1,
+        help="copies of SciFact train's human pairs in the data",
+    )
     ap.add_argument("--out-dir", default="", help="where to pin (default data/judge/)")
     ap.add_argument(
         "--threads",
@@ -198,7 +208,13 @@ def main(argv: list[str] | None = None) -> None:
     if a.check:
         check_dir = paths.cache_dir("judge_nli", "check")
         pinned = json.loads((pin_dir() / f"{a.name}.json").read_text())
-        meta = build_and_pin(a.name, recipe=recipe, per_label=a.per_label, out_dir=check_dir)
+        meta = build_and_pin(
+            a.name,
+            recipe=recipe,
+            per_label=a.per_label,
+            scifact_repeat=a.scifact_repeat,
+            out_dir=check_dir,
+        )
         same = meta["sha256"] == pinned["sha256"]
         print(
             f"pinned  {pinned['sha256']}\nrebuilt {meta['sha256']}\n"
@@ -208,7 +224,11 @@ def main(argv: list[str] | None = None) -> None:
         )
         raise SystemExit(0 if same else 1)
     meta = build_and_pin(
-        a.name, recipe=recipe, per_label=a.per_label, out_dir=Path(a.out_dir) if a.out_dir else None
+        a.name,
+        recipe=recipe,
+        per_label=a.per_label,
+        scifact_repeat=a.scifact_repeat,
+        out_dir=Path(a.out_dir) if a.out_dir else None,
     )
     print(
         json.dumps(
