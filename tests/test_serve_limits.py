@@ -79,3 +79,34 @@ def test_a_slow_first_load_is_a_503_with_retry_after_then_served(tmp_cache, tmp_
         r = c.get(url, params=params)
         assert r.status_code == 200, r.text
     assert factory.loads == 1
+
+
+def test_a_long_model_call_is_a_503_then_answered_from_the_cache(tmp_cache, tmp_path):
+    """A summary by a slow local model: the request waits model_call_timeout_s, gets a 503 with
+    Retry-After, the work goes on and caches its completion, and the same request is answered."""
+    import time
+
+    from rag.llm.cache import CompletionCache
+    from tests.test_reply_check import GOOD, ScriptedBackend, _model
+    from tests.test_serve import WordJudge
+
+    class Slow(ScriptedBackend):
+        def call(self, model, messages, **kw):
+            time.sleep(4.0)
+            return super().call(model, messages, **kw)
+
+    backend = Slow(GOOD)
+    chat = _model(backend, CompletionCache(tmp_path / "llm"))
+    lab = tiny_lab(tmp_path / "served", chat_model=lambda name: chat, judge=WordJudge())
+    serve = ServeSettings(allow_network=False, rate_limit_per_minute=0, model_call_timeout_s=2.0)
+    url, params = "/papers/1607.01759/summary", {"model": "smollm2-135m"}
+    with TestClient(create_app(lab, serve=serve, api_key="")) as c:
+        r = c.get(url, params=params)
+        assert r.status_code == 503 and r.json()["error"] == "still running", r.text
+        assert int(r.headers["Retry-After"]) > 0
+        deadline = time.monotonic() + 120  # the first load of the summariser's encoder included
+        while r.status_code == 503 and time.monotonic() < deadline:
+            time.sleep(1.0)  # a client honouring Retry-After, sped up
+            r = c.get(url, params=params)
+        assert r.status_code == 200, r.text
+    assert backend.calls == 1  # the retries were answered from the cache, not by the model

@@ -188,7 +188,8 @@ def ray_embed_texts(
     for i, k in enumerate(keys):
         first.setdefault(k, i)
     block = block_size or max(128, 8 * int(getattr(local, "batch_size", 32)))
-    with VectorCache.open(local.fingerprint, dim, name=local.name) as vc:
+    # one job per cache at a time: a second run waits, then finds the first one's vectors
+    with VectorCache.open(local.fingerprint, dim, name=local.name) as vc, vc.lock():
         found = vc.get(list(first))
         todo = [k for k in first if k not in found]
         todo.sort(key=lambda k: (-len(texts[first[k]]), first[k]))

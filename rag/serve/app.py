@@ -53,7 +53,7 @@ from rag.serve.engine import ChoiceError, Lab, load_lab
 from rag.serve.guard import Guard, scrub
 from rag.serve.jobs import IngestWorker
 from rag.serve.offer import ModelOffer
-from rag.serve.warm import RETRY_AFTER_S, StillLoading
+from rag.serve.warm import RETRY_AFTER_S, Bounded, StillLoading, StillRunning
 
 log = logging.getLogger(__name__)
 API_KEY_ENV = "RAG_API_KEY"
@@ -222,13 +222,15 @@ def rag_error(exc: RagError) -> tuple[int, str, str, dict[str, str] | None]:
     A bad request field is a 422; a model's unusable reply a 502 naming the model and the cause
     but never the reply; an unreachable model endpoint a 502 naming the endpoint; a model not
     available here a 503 with ``Retry-After``; any other model failure a 502 naming its type;
-    anything else a 500 naming its type only. A component still in its first load past the
-    bounded wait (:mod:`rag.serve.warm`) is a 503 with ``Retry-After``.
+    anything else a 500 naming its type only. A component still in its first load, or a model
+    call still running, past its bounded wait (:mod:`rag.serve.warm`) is a 503 with
+    ``Retry-After``.
     """
     if isinstance(exc, ConfigError | RetrievalError):
         return 422, type(exc).__name__, str(exc), None
     if isinstance(exc, StillLoading):
-        return 503, "still loading", str(exc), {"Retry-After": str(RETRY_AFTER_S)}
+        err = "still running" if isinstance(exc, StillRunning) else "still loading"
+        return 503, err, str(exc), {"Retry-After": str(RETRY_AFTER_S)}
     if isinstance(exc, UnusableReply):
         return 502, "unusable model reply", exc.public, None
     if isinstance(exc, RetriesExhausted):
@@ -260,6 +262,7 @@ def create_app(
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
     secrets = (key,) if key else ()
     state = _State()
+    bounded = Bounded(serve.model_call_timeout_s)
 
     def start_worker(the_lab: Lab) -> None:
         state.worker = IngestWorker(
@@ -392,7 +395,8 @@ def create_app(
         offer.check("answerer", req.answerer)
         kw = {"k": req.k, "retriever": req.retriever, "answerer": req.answerer, "judge": req.judge}
         if not req.stream:
-            return {**the_lab.ask(query, **kw).to_dict(), **extra}
+            what = f"answering with {req.answerer}"
+            return {**bounded.run(lambda: the_lab.ask(query, **kw), what).to_dict(), **extra}
         events = the_lab.ask_events(query, **kw)
         first = next(events)  # a bad answerer or retriever fails here, as JSON, not mid-stream
         return StreamingResponse(
@@ -420,7 +424,10 @@ def create_app(
         offer.check("answerer", req.answerer)
         offer.check("rewrite_model", req.rewrite_model, answerer=False)
         msgs = [{"role": x.role, "content": x.content} for x in req.messages]
-        rw = need_lab().rewrite(msgs, bypass=req.bypass_rewrite, model=req.rewrite_model)
+        rw = bounded.run(
+            lambda: need_lab().rewrite(msgs, bypass=req.bypass_rewrite, model=req.rewrite_model),
+            f"rewriting with {req.rewrite_model or 'the rule rewriter'}",
+        )
         extra = {"rephrased_query": rw.query, "rewritten": rw.rewritten, "rewriter": rw.rewriter,
                  "rewrite_reason": rw.reason}  # fmt: skip
         return answer(rw.query, req, extra)
@@ -503,7 +510,10 @@ def create_app(
     ) -> Any:  # fmt: skip
         desk = need_desk()
         offer.check("model", model)
-        return desk.summarize(arxiv_id, sentences=sentences, model=model)
+        return bounded.run(
+            lambda: desk.summarize(arxiv_id, sentences=sentences, model=model),
+            f"summarising with {model or 'the extractive summariser'}",
+        )
 
     static = resources.files("rag.serve") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")

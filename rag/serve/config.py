@@ -89,6 +89,13 @@ class ServeSettings(BaseModel):
         "chat model; it loads on a background thread); past it the answer is a 503 with "
         "Retry-After while the load goes on.",
     )
+    model_call_timeout_s: float = Field(
+        60.0,
+        ge=0,
+        description="Longest a request that runs a chat model (an LLM answerer, rewriter or "
+        "summary) waits for it; past it the answer is a 503 with Retry-After while the work "
+        "goes on and its completions are cached, so the same request later is answered at once.",
+    )
     max_k: int = Field(50, ge=1, le=1000, description="Largest k a client may ask for.")
     max_query_chars: int = Field(2000, ge=10, description="Longest query/question accepted.")
     max_messages: int = Field(20, ge=1, description="Most chat messages accepted.")

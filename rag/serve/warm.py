@@ -64,3 +64,35 @@ class Loader:
         """Whether ``key`` has finished loading without an error."""
         fut = self._futures.get(key)
         return fut is not None and fut.done() and fut.exception() is None
+
+
+class StillRunning(StillLoading):
+    """A request's model work is still running after its bounded wait; it goes on, and its
+    completions are cached, so the same request asked again is answered from the cache."""
+
+    def __init__(self, what: str, waited_s: float) -> None:
+        RagError.__init__(
+            self,
+            f"{what} is still running after {waited_s:g} s; it goes on and its result is cached, "
+            f"so the same request in {RETRY_AFTER_S} s or later is answered at once",
+        )
+        self.what = what
+
+
+class Bounded:
+    """Runs a request's work on a small pool of its own and waits at most ``timeout_s`` for it
+    (None: as long as it takes); past that, :class:`StillRunning` while the work goes on."""
+
+    def __init__(self, timeout_s: float | None, workers: int = 2) -> None:
+        self.timeout_s = timeout_s
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="request")
+
+    def run(self, fn: Callable[[], T], what: str) -> T:
+        """``fn()``, or :class:`StillRunning` when it takes longer than ``timeout_s``."""
+        if self.timeout_s is None:
+            return fn()
+        fut = self._pool.submit(fn)
+        try:
+            return fut.result(timeout=self.timeout_s)
+        except FutureTimeout:
+            raise StillRunning(what, self.timeout_s) from None
