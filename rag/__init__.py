@@ -9,6 +9,7 @@ The shared core, below every stage:
 
 Modules:
 
+- ``atomic``: writes that never leave a half-written file
 - ``cli``: the ``rag`` command
 - ``errors``: the error hierarchy
 - ``ir``: IR dict contracts, per-paper cap, paper-level MaxP

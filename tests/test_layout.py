@@ -1,7 +1,7 @@
 """The package layout is the dataflow: a stage imports only from its own floor or lower ones.
 
-Floors (low to high): the shared core (``errors``, ``paths``, ``types``, ``ir``, ``jsonl``,
-``shard``, ``verdicts``) →
+Floors (low to high): the shared core (``atomic``, ``errors``, ``paths``, ``types``, ``ir``,
+``jsonl``, ``shard``, ``verdicts``) →
 ``llm`` → ``text`` → ``corpus`` → ``index`` → ``retrieval`` → ``answer`` → ``judge`` →
 ``evaluation`` → ``report`` → ``serve`` → ``lab``, ``bench`` → ``cli``. ``text`` sits below
 ``corpus`` because the parser normalises text with it. Every import counts, including those inside
@@ -21,7 +21,7 @@ from rag import paths
 
 FLOORS = {
     "errors": 0, "paths": 0, "types": 0, "ir": 0, "jsonl": 0, "shard": 0, "verdicts": 0,
-    "__init__": 0, "scrub": 0,
+    "__init__": 0, "scrub": 0, "atomic": 0,
     "llm": 1, "text": 2, "corpus": 3, "index": 4, "retrieval": 5, "answer": 6, "judge": 7,
     "evaluation": 8, "papers": 8, "report": 9, "serve": 10, "lab": 11, "bench": 11, "cli": 12,
 }  # fmt: skip

@@ -105,7 +105,7 @@ def test_write_is_deterministic_and_round_trips(tmp_path):
     b = write_manifest(load_manifest(tmp_path / "a.jsonl"), tmp_path / "b.jsonl").read_bytes()
     assert a == b
     assert load_manifest(tmp_path / "b.jsonl") == papers
-    assert not list(tmp_path.glob(".*.part"))
+    assert not list(tmp_path.glob(".*"))  # no temporary file left beside the manifest
 
 
 def test_committed_manifest_is_in_canonical_form():

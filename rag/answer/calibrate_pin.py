@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from rag.answer.calibrate import (
 )
 from rag.answer.claims import CLAIMS_VERSION
 from rag.answer.context import ContextSettings
+from rag.atomic import write_atomic
 from rag.errors import ConfigError
 from rag.retrieval.retrievers import RetrievalSettings
 
@@ -146,11 +146,7 @@ def to_json(cal: Calibration, inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 def write(cal: Calibration, inputs: Mapping[str, Any], path: Path) -> Path:
     """Write ``cal`` as JSON to ``path`` atomically (temporary file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(to_json(cal, inputs), indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps(to_json(cal, inputs), indent=1) + "\n")
 
 
 def _from_json(doc: Mapping[str, Any]) -> Calibration:

@@ -39,6 +39,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from rag import paths
+from rag.atomic import write_atomic
 from rag.bench.index import _replicate_vectors
 from rag.index.choose import choose_index
 from rag.index.dense import DenseSettings, build_ivf, effective_nlist
@@ -383,10 +384,7 @@ def add_kinds(scale: int, kinds: Sequence[str], out_path: str = OUT) -> list[dic
 
 
 def _save(res: dict[str, Any], out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(res, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(out)
+    write_atomic(out, json.dumps(res, indent=1, default=str) + "\n")
 
 
 def bench_scale(

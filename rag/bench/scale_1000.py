@@ -45,6 +45,7 @@ import faiss
 import numpy as np
 
 from rag import paths
+from rag.atomic import atomic_path
 from rag.bench.scale import _pct, _save, recall_at_k
 from rag.errors import ConfigError, IndexBuildError
 from rag.index.choose import pq_nlist
@@ -78,15 +79,13 @@ def write_replicas(path: Path, base: np.ndarray, times: int, seed: int = 0) -> P
     :func:`rag.bench.index._replicate_vectors` draws them; atomic (a partial file is never kept)."""
     base = np.ascontiguousarray(base, dtype=np.float32)
     rng = np.random.default_rng(seed)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as f:
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
         f.write(base.tobytes())
         for _ in range(times - 1):
             v = base + rng.normal(0, NOISE_SIGMA, base.shape).astype(np.float32)
             f.write((v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32).tobytes())
         f.flush()
         os.fsync(f.fileno())  # clean pages: the cold pass can drop them from the OS cache
-    tmp.replace(path)
     return path
 
 

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from rag.atomic import write_atomic
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -122,9 +124,4 @@ class IngestSummary:
 
     def write_json(self, path: str | os.PathLike[str]) -> Path:
         """Write :meth:`to_dict` atomically."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.part")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, p)
-        return p
+        return write_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rag.atomic import write_atomic
 from rag.errors import ManifestError
 from rag.jsonl import read_records
 from rag.paths import display, project_root, resolve
@@ -110,12 +111,7 @@ def manifest_line(paper: Paper) -> str:
 
 def write_manifest(papers: Iterable[Paper], path: str | os.PathLike[str]) -> Path:
     """Write papers as a manifest, atomically, byte-identical for the same papers."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.part")
-    tmp.write_text("".join(manifest_line(x) + "\n" for x in papers), encoding="utf-8")
-    os.replace(tmp, p)
-    return p
+    return write_atomic(path, "".join(manifest_line(x) + "\n" for x in papers))
 
 
 def observe(paper: Paper, pdf_path: Path, sha256: str) -> Paper:

@@ -30,14 +30,13 @@ import hashlib
 import importlib.metadata
 import json
 import logging
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rag.atomic import write_atomic
 from rag.corpus.pdf_layout import body_size, classify, mark_margins, reading_order
 from rag.corpus.pdf_lines import RawBlock, join_lines, page_lines, vocabulary
 from rag.errors import ParseError
@@ -272,14 +271,10 @@ def load_parsed(
     if moved is not None:
         return ParsedPaper(paper_id=pdf_path.stem, n_pages=0, status="error", error=moved)
     data = json.dumps(parsed.to_dict(), ensure_ascii=False, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
+        write_atomic(target, data)
     except OSError as e:
         logger.warning("could not write parse cache %s (%s)", target.name, e)
-        Path(tmp).unlink(missing_ok=True)
     else:
         _recall_sha1(parsed, target)
     return parsed

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
+
+from rag.atomic import write_atomic
 
 PDF_MAGIC = b"%PDF-"
 PDF_EOF = b"%%EOF"
@@ -69,12 +70,10 @@ def sha256_file_cached(path: Path) -> str:
     digest = sha256_file(path)
     if time.time_ns() - st.st_ctime_ns < SETTLED_NS:
         return digest
-    tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps({"signature": signature, "sha256": digest}), encoding="utf-8")
-        os.replace(tmp, memo)
+        write_atomic(memo, json.dumps({"signature": signature, "sha256": digest}))
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass
     return digest
 
 

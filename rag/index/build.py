@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag.atomic import write_atomic
 from rag.index import bm25 as bm25_mod
 from rag.index import dense as dense_mod
 from rag.index.choose import choose_index
@@ -167,9 +167,7 @@ def body_chunks(
     except (OSError, ValueError, KeyError, TypeError):
         pass
     kept, counts = split_body(chunks, enabled=True)
-    tmp = path.with_suffix(f".{os.getpid()}.part")
-    tmp.write_text(json.dumps({"kept": [c.chunk_id for c in kept], "counts": counts}), "utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"kept": [c.chunk_id for c in kept], "counts": counts}))
     return kept, counts
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import logging
-import os
 import re
 import struct
 from array import array
@@ -33,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from rag.atomic import atomic_path
 from rag.errors import ConfigError
 from rag.paths import cache_dir
 
@@ -276,9 +276,8 @@ def _cached_weights(weights: Path) -> Path:
     path = cache_dir("e5_fp32") / f"{digest[:20]}-v{FORMAT_VERSION}.safetensors"
     if not path.exists():
         sd = hf_state_dict(read_q4(weights))
-        tmp = path.with_suffix(f".{os.getpid()}.part")
-        save_file(sd, str(tmp), metadata={"source": weights.name, "sha256": digest})
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            save_file(sd, str(tmp), metadata={"source": weights.name, "sha256": digest})
         log.info("dequantised %s to fp32 (%s)", weights.name, path.name)
     return path
 

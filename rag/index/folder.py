@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from rag import paths
+from rag.atomic import write_atomic
 from rag.corpus.lock import file_lock
 from rag.corpus.pdf_check import sha256_file
 from rag.corpus.pdf_meta import META_VERSION, PdfMeta, read_meta
@@ -240,19 +241,13 @@ def read_folder_manifest(root: Path) -> list[FolderPaper]:
     return [FolderPaper(**r["paper"]) for r in rows[1:]]
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_folder_manifest(root: Path, folder: Path, papers: list[FolderPaper]) -> Path:
     """Write the manifest: a header line (format, folder) and one line per paper, atomically."""
     head = {"format": FOLDER_FORMAT, "folder": folder.name, "papers": len(papers)}
     lines = [json.dumps(head)] + [
         json.dumps({"paper": asdict(p)}, ensure_ascii=False, sort_keys=True) for p in papers
     ]
-    _write_atomic(root / MANIFEST, "\n".join(lines) + "\n")
+    write_atomic(root / MANIFEST, "\n".join(lines) + "\n")
     return root / MANIFEST
 
 
@@ -378,7 +373,7 @@ def _build(
         "embedder": run.get("embedder"),
         "wall_s": round(time.perf_counter() - t0, 3),
     }
-    _write_atomic(base / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    write_atomic(base / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
     for r in summary["bad"]:
         logger.warning("%s: not indexed (%s): %s", r["file"], r["stage"], r["reason"])
     return FolderBuild(indexed, kept, summary, base, links)

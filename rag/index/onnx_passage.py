@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rag.atomic import atomic_path
 from rag.errors import ConfigError
 from rag.index.onnx_query import PROBES, _features, _versions, export_mean_pooled, supported
 from rag.paths import cache_dir
@@ -92,9 +92,8 @@ class OnnxInt8PassageEncoder:
     def _quantise(src: Path, dest: Path) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        tmp = dest.with_suffix(f".{os.getpid()}.part")
-        quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
-        os.replace(tmp, dest)
+        with atomic_path(dest) as tmp:
+            quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8, per_channel=True)
         log.info("quantised %s to int8 (%s)", src.name, dest.name)
 
     def _check(self, min_cos: float) -> float:

@@ -26,7 +26,6 @@ import hashlib
 import importlib.metadata
 import json
 import logging
-import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from rag.atomic import atomic_path, write_atomic
 from rag.errors import ConfigError
 from rag.paths import cache_dir
 
@@ -120,8 +120,7 @@ def export_mean_pooled(model: Any, path: Path) -> None:
             v = (tok * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(v, p=2.0, dim=-1)
 
-    tmp = path.with_suffix(f".{os.getpid()}.part")
-    with torch.no_grad(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings(), atomic_path(path) as tmp:
         # the tracer warns about Python branches on shapes (padding / causal checks) that
         # take the same side for every input here; callers verify the result anyway
         warnings.simplefilter("ignore")
@@ -135,7 +134,6 @@ def export_mean_pooled(model: Any, path: Path) -> None:
             opset_version=17,
             dynamo=False,
         )
-    os.replace(tmp, path)
     log.info("exported %s to ONNX (%s)", type(auto).__name__, path.name)
 
 
@@ -269,9 +267,7 @@ class OnnxQueryEncoder:
             "version": VERIFIED_VERSION, "max_abs_diff": self.max_abs_diff, "atol": atol,
             "max_seq_length": max_len, "tokenizer_sha256": _sha256(tokenizer_file),
         }  # fmt: skip
-        tmp = _record_path(self.path).with_suffix(f".{os.getpid()}.part")
-        tmp.write_text(json.dumps(record, indent=1), encoding="utf-8")
-        os.replace(tmp, _record_path(self.path))
+        write_atomic(_record_path(self.path), json.dumps(record, indent=1))
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """(n, dim) float32 unit vectors, one text at a time: a batched run gives a text other

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from rag import paths
+from rag.atomic import atomic_path, write_atomic
 from rag.errors import ConfigError
 from rag.jsonl import iter_jsonl
 from rag.judge import nli_data
@@ -88,9 +89,8 @@ def write_weights(model: Any, path: Path) -> str:
     from safetensors.torch import save_file
 
     state = {k: v.detach().to(torch.float16).contiguous() for k, v in trained_state(model).items()}
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file(state, str(tmp), metadata={"format": NLI_FORMAT})
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        save_file(state, str(tmp), metadata={"format": NLI_FORMAT})
     return sha256_file(path)
 
 
@@ -169,9 +169,7 @@ def build_and_pin(
     scores = judge.scores([(r["claim"], r["abstract"]) for r in held], desc=show_progress)
     meta.update(choose_thresholds(scores, [r["label"] for r in held]))
     meta["seconds"] = round(time.perf_counter() - t0, 1)
-    tmp = meta_path.with_name(f".{meta_path.name}.tmp")
-    tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(meta_path)
+    write_atomic(meta_path, json.dumps(meta, indent=1) + "\n")
     return meta
 
 

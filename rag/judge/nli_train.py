@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag import paths
+from rag.atomic import atomic_path
 from rag.errors import ConfigError
 from rag.judge.synth import NLI_LABELS, Pair
 
@@ -110,9 +111,8 @@ def encode(tok: Any, pairs: Sequence[tuple[str, str]], max_length: int) -> dict:
 def _atomic_save(obj: Any, path: Path) -> None:
     import torch
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(obj, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
 
 
 def train(

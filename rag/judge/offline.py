@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import os
 import pickle
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from rag import paths
+from rag.atomic import atomic_path
 from rag.errors import ConfigError, IndexBuildError, JudgeError
 from rag.index.embed import Embedder, minilm
 from rag.judge import ClaimVerdict, Verdict, judge_claims, pinned
@@ -139,10 +139,8 @@ class OfflineJudge:
         fitted.meta.update(
             {"key": key, "versions": library_versions(), "train": paths.display(train)}
         )
-        tmp = store.with_name(f".{store.name}.{os.getpid()}.tmp")  # one per process
-        with tmp.open("wb") as f:
+        with atomic_path(store) as tmp, tmp.open("wb") as f:
             pickle.dump(fitted, f, protocol=4)
-        tmp.replace(store)
         return fitted
 
     def predict(self, pairs: Sequence[tuple[str, str]], desc: bool = False) -> list[Verdict]:

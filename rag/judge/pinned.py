@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rag import paths
+from rag.atomic import write_atomic
 from rag.errors import ConfigError
 from rag.judge.artifact import FittedJudge
 from rag.judge.settings import OfflineJudgeSettings
@@ -121,11 +121,7 @@ def to_json(fitted: FittedJudge, inputs: dict[str, str]) -> dict[str, Any]:
 
 def write(fitted: FittedJudge, inputs: dict[str, str], path: Path) -> Path:
     """Write ``fitted`` as JSON to ``path`` atomically (temporary file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(to_json(fitted, inputs), indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps(to_json(fitted, inputs), indent=1) + "\n")
 
 
 def load(path: Path, inputs: dict[str, str]) -> FittedJudge | None:

@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from rag.atomic import write_atomic
 from rag.errors import ConfigError, ProviderUnavailable
 from rag.llm.local_weights import engine_missing
 
@@ -131,10 +131,7 @@ def file_sha256(path: str | Path) -> str:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
             known[skey] = h.hexdigest()
-            store.parent.mkdir(parents=True, exist_ok=True)
-            tmp = store.with_name(f".{store.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(known, indent=1, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, store)
+            write_atomic(store, json.dumps(known, indent=1, sort_keys=True))
         _DIGESTS[key] = known[skey]
         return known[skey]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Literal
 
+from rag.atomic import atomic_path
 from rag.errors import ConfigError, ProviderUnavailable
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,6 @@ def converted_gguf(weights: Weights, source: Path | None = None) -> Path:
         return src
     import ctypes
     import hashlib
-    import os
 
     from rag.paths import cache_dir
 
@@ -92,22 +91,17 @@ def converted_gguf(weights: Weights, source: Path | None = None) -> Path:
         raise ProviderUnavailable(f"cannot convert the local weights to {weights}: {why}")
     import llama_cpp
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = _FTYPES[weights]
     params.allow_requantize = True
     params.nthread = 2
     t0 = time.perf_counter()
-    try:
+    with atomic_path(dest) as tmp:
         rc = llama_cpp.llama_model_quantize(
             str(src).encode(), str(tmp).encode(), ctypes.byref(params)
         )
         if rc != 0 or not tmp.exists():
             raise ConfigError(f"llama.cpp could not convert {src.name} to {weights} (code {rc})")
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
     log.info("converted %s to %s in %.1fs", src.name, weights, time.perf_counter() - t0)
     return dest
 

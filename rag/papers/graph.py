@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import networkx as nx
 
 from rag import paths
+from rag.atomic import atomic_path
 from rag.corpus.manifest import Paper
 from rag.errors import ConfigError
 from rag.papers.references import paper_references
@@ -87,17 +87,9 @@ def build_citations(
 def write_citations(rows: Iterable[Citation], path: str | os.PathLike[str]) -> Path:
     """Write rows as JSONL, atomically (a failed write leaves the old file intact)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for r in rows:
-                f.write(json.dumps(r.to_dict(), ensure_ascii=False, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make a shared corpus file private
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(p) as tmp, tmp.open("w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r.to_dict(), ensure_ascii=False, sort_keys=True) + "\n")
     return p
 
 

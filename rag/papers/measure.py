@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from rag import paths
+from rag.atomic import write_atomic
 from rag.corpus.manifest import Paper
 from rag.corpus.papers import corpus_papers
 from rag.evaluation.metrics import compare_runs, evaluate_run
@@ -315,10 +315,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     cites = args.citations_out or cites_default
     result = measure(args.manifest, max_papers=args.max_papers, citations_out=cites)
     out = paths.resolve(args.out or out_default)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.part")
-    tmp.write_text(json.dumps(result, indent=1, default=float) + "\n")
-    os.replace(tmp, out)
+    write_atomic(out, json.dumps(result, indent=1, default=float) + "\n")
     print(f"wrote {paths.display(out)} and {cites} in {result['timings']['total_s']}s")
 
 

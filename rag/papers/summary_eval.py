@@ -48,6 +48,7 @@ from rouge_score import rouge_scorer
 from scipy.stats import wilcoxon
 
 from rag import paths
+from rag.atomic import write_atomic
 from rag.corpus.papers import corpus_papers
 from rag.errors import ConfigError, LLMError
 from rag.evaluation.stats import bootstrap_ci, paired_test
@@ -325,11 +326,7 @@ def measure(
 
 def write_json(doc: dict, path: Path) -> Path:
     """Write ``doc`` to ``path`` atomically (temporary file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps(doc, indent=1) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

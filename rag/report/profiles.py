@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import yaml
 
 from rag import paths
+from rag.atomic import write_atomic
 from rag.errors import ConfigError
 
 PARAMS_DIR = "params"
@@ -154,9 +154,7 @@ def _declared(path: str, mtime: float) -> dict[str, dict[str, Any]]:
     import papermill
 
     declared = papermill.inspect_notebook(path)
-    tmp = cached.with_suffix(f".{os.getpid()}.part")
-    tmp.write_text(json.dumps(declared), encoding="utf-8")  # papermill's order kept
-    os.replace(tmp, cached)
+    write_atomic(cached, json.dumps(declared))  # papermill's order kept
     return declared
 
 

@@ -14,12 +14,12 @@ folder and nothing unscrubbed ever reaches the outputs, even from a failed or in
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rag import paths
+from rag.atomic import write_atomic
 from rag.errors import PublishError
 from rag.scrub import ANSI, ScrubReport, scrub, strip_ansi
 
@@ -87,10 +87,7 @@ def publish_file(
         )
     if src == dst and clean == text:
         return report
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.publishing")
-    tmp.write_text(clean, encoding="utf-8")
-    os.replace(tmp, dst)
+    write_atomic(dst, clean)
     return report
 
 

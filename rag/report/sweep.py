@@ -40,6 +40,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from rag import paths
+from rag.atomic import write_atomic
 from rag.errors import ConfigError, NotebookError
 from rag.index.ray_embed import start_ray
 from rag.report import profiles, publish, render, runner, sweep_config, sweep_page, sweep_results
@@ -64,9 +65,7 @@ def _params_hash(params: dict[str, Any]) -> str:
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
     """Write atomically, so a kill mid-write never leaves a half manifest."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n", "utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def share_cores(threads: int, *, beside_others: bool) -> dict[str, str]:

@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from tqdm.auto import tqdm
 
+from rag.atomic import atomic_path
 from rag.errors import ConfigError
 from rag.paths import cache_dir
 from rag.text.sentences import split_sentences
@@ -275,19 +276,18 @@ def train(
         bar.update(1)
         bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}")
         if (step + 1) % s.checkpoint_every == 0 and step + 1 < total:
-            tmp = ckpt.with_suffix(".part")
-            torch.save(
-                {
-                    "fingerprint": fp,
-                    "model": model.state_dict(),
-                    "opt": opt.state_dict(),
-                    "step": step + 1,
-                    "losses": losses,
-                    "correct": correct,
-                },
-                tmp,
-            )
-            tmp.replace(ckpt)
+            with atomic_path(ckpt) as tmp:
+                torch.save(
+                    {
+                        "fingerprint": fp,
+                        "model": model.state_dict(),
+                        "opt": opt.state_dict(),
+                        "step": step + 1,
+                        "losses": losses,
+                        "correct": correct,
+                    },
+                    tmp,
+                )
     bar.close()
     model.eval()
     model.save_pretrained(out)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from rag.atomic import fsync_dir, write_atomic
 from rag.errors import IndexBuildError
 from rag.index.bm25 import BM25Index
 from rag.index.build import Indexed
@@ -83,27 +84,6 @@ class Snapshot:
 def segment_name(paper_id: str) -> str:
     """A folder name for a paper id (old-style ids contain ``/``)."""
     return re.sub(r"[^A-Za-z0-9.\-]", "_", paper_id)
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def read_manifest(root: Path) -> list[ServedPaper]:
@@ -195,7 +175,7 @@ class ServedIndex:
         if final.exists():  # left by an earlier crash before its manifest was written
             shutil.rmtree(final)
         os.rename(tmp, final)
-        _fsync_dir(seg)
+        fsync_dir(seg)
 
     def _write_manifest(self, papers: Sequence[ServedPaper]) -> None:
         body = {
@@ -206,7 +186,7 @@ class ServedIndex:
             "n_chunks": sum(p.n_chunks for p in papers),
             "papers": [asdict(p) for p in papers],
         }
-        _write_atomic(self.root / MANIFEST, json.dumps(body, indent=1).encode())
+        write_atomic(self.root / MANIFEST, json.dumps(body, indent=1), fsync=True)
 
     # -- memory --------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from rag.atomic import atomic_path
 from rag.errors import ChunkError
 from rag.paths import cache_dir
 from rag.text.chunk import (
@@ -67,13 +68,10 @@ def chunk_fingerprint(
 def save_chunks(chunks: Sequence[Chunk], path: str | os.PathLike[str], meta: Mapping) -> Path:
     """Write chunks as JSONL (first line ``{"_meta": meta}``), atomically (temp file + rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         f.write(json.dumps({"_meta": dict(meta)}, sort_keys=True, ensure_ascii=False) + "\n")
         for c in chunks:
             f.write(json.dumps(c.to_dict(), ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
     return path
 
 
