@@ -14,11 +14,11 @@ from __future__ import annotations
 import inspect
 import logging
 from functools import cache
-from typing import Any
+from typing import Any, Unpack
 
 from rag.llm.base import Message
 from rag.llm.errors import MalformedResponse
-from rag.llm.model import RawCompletion
+from rag.llm.model import CallOptions, RawCompletion
 
 log = logging.getLogger(__name__)
 
@@ -47,35 +47,27 @@ class AnthropicBackend:
         return self._client
 
     def call(
-        self,
-        model: str,
-        messages: list[Message],
-        *,
-        temperature: float,
-        max_tokens: int,
-        stop: list[str] | None,
-        seed: int | None,
-        json_mode: bool,
+        self, model: str, messages: list[Message], **opts: Unpack[CallOptions]
     ) -> RawCompletion:
         """One request (``seed`` is not supported by the API and is only part of the cache key)."""
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         turns: list[dict[str, str]] = [dict(m) for m in messages if m["role"] != "system"]
-        prefill = "{" if json_mode else ""
+        prefill = "{" if opts["json_mode"] else ""
         if prefill:
             turns.append({"role": "assistant", "content": prefill})
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": turns,
-            "max_tokens": max_tokens,
+            "max_tokens": opts["max_tokens"],
         }
         create = self._client.messages.create
         if sdk_takes_temperature(type(self._client.messages).create):
-            kwargs["temperature"] = temperature
+            kwargs["temperature"] = opts["temperature"]
         else:
-            kwargs["extra_body"] = {"temperature": temperature}
+            kwargs["extra_body"] = {"temperature": opts["temperature"]}
         if system:
             kwargs["system"] = system
-        if stop:
+        if stop := opts["stop"]:
             kwargs["stop_sequences"] = list(stop)
         resp = create(**kwargs)
         label = f"anthropic/{model}"
@@ -87,6 +79,4 @@ class AnthropicBackend:
                 f"{label}: response has no content blocks or usage ({e}); "
                 "check that the base URL points at an Anthropic Messages API"
             ) from e
-        if not isinstance(n_in, int) or not isinstance(n_out, int):
-            raise MalformedResponse(f"{label}: usage token counts missing ({n_in!r}, {n_out!r})")
-        return RawCompletion(text=prefill + "".join(parts), input_tokens=n_in, output_tokens=n_out)
+        return RawCompletion.reported(label, prefill + "".join(parts), n_in, n_out)

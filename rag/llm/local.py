@@ -37,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, Unpack
 
 from rag.errors import ConfigError, ProviderUnavailable
 from rag.llm.base import Message
@@ -52,7 +52,7 @@ from rag.llm.local_weights import (
     find_gguf,
     resolve_engine,
 )
-from rag.llm.model import RawCompletion
+from rag.llm.model import CallOptions, RawCompletion
 from rag.shard import current_slot, in_shard
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,13 @@ class _FirstTokenClock:
 
     def end(self) -> None:
         pass
+
+
+class LocalCallOptions(CallOptions):
+    """Every backend's decoding options plus llama.cpp's own (see :meth:`LocalBackend.call`)."""
+
+    grammar: NotRequired[str | None]
+    repeat_penalty: NotRequired[float | None]
 
 
 class LocalBackend:
@@ -239,17 +246,7 @@ class LocalBackend:
         )
 
     def call(
-        self,
-        model: str,
-        messages: list[Message],
-        *,
-        temperature: float,
-        max_tokens: int,
-        stop: list[str] | None,
-        seed: int | None,
-        json_mode: bool,
-        grammar: str | None = None,
-        repeat_penalty: float | None = None,
+        self, model: str, messages: list[Message], **opts: Unpack[LocalCallOptions]
     ) -> RawCompletion:
         """Greedy completion (``temperature`` and ``seed`` only enter the cache key).
 
@@ -259,11 +256,11 @@ class LocalBackend:
         """
         text, timing = self.generate(
             messages,
-            max_tokens=max_tokens,
-            stop=stop,
-            json_mode=json_mode,
-            grammar=grammar,
-            repeat_penalty=repeat_penalty,
+            max_tokens=opts["max_tokens"],
+            stop=opts["stop"],
+            json_mode=opts["json_mode"],
+            grammar=opts.get("grammar"),
+            repeat_penalty=opts.get("repeat_penalty"),
         )
         return RawCompletion(text, timing.prompt_tokens, timing.output_tokens)
 

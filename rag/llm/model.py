@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from tqdm.auto import tqdm
 
 from rag.errors import ConfigError
 from rag.llm.base import Completion, Message
 from rag.llm.cache import CacheEntry, CompletionCache, cache_key
-from rag.llm.errors import RetriesExhausted
+from rag.llm.errors import MalformedResponse, RetriesExhausted
 from rag.llm.meter import CostMeter
 from rag.llm.registry import ModelSpec
 from rag.llm.retry import call_with_retries
@@ -40,6 +40,24 @@ class RawCompletion:
     input_tokens: int
     output_tokens: int
 
+    @classmethod
+    def reported(cls, label: str, text: str, n_in: Any, n_out: Any) -> RawCompletion:
+        """The completion of a provider's response whose usage said ``n_in`` / ``n_out`` tokens;
+        MalformedResponse naming ``label`` (provider/model) when a count is missing."""
+        if not isinstance(n_in, int) or not isinstance(n_out, int):
+            raise MalformedResponse(f"{label}: usage token counts missing ({n_in!r}, {n_out!r})")
+        return cls(text=text, input_tokens=n_in, output_tokens=n_out)
+
+
+class CallOptions(TypedDict):
+    """The decoding options every backend's ``call`` takes by keyword, declared once."""
+
+    temperature: float
+    max_tokens: int
+    stop: list[str] | None
+    seed: int | None
+    json_mode: bool
+
 
 class Backend(Protocol):
     """One provider's way of running a chat completion (no cache, no retries)."""
@@ -47,15 +65,7 @@ class Backend(Protocol):
     supports_json_mode: bool
 
     def call(
-        self,
-        model: str,
-        messages: list[Message],
-        *,
-        temperature: float,
-        max_tokens: int,
-        stop: list[str] | None,
-        seed: int | None,
-        json_mode: bool,
+        self, model: str, messages: list[Message], **opts: Unpack[CallOptions]
     ) -> RawCompletion: ...
 
 

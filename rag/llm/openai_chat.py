@@ -8,11 +8,11 @@ backend takes an injected client of either kind.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Unpack
 
 from rag.llm.base import Message
 from rag.llm.errors import MalformedResponse
-from rag.llm.model import RawCompletion
+from rag.llm.model import CallOptions, RawCompletion
 
 log = logging.getLogger(__name__)
 
@@ -37,28 +37,20 @@ class OpenAIChatBackend:
         return str(getattr(self._client, "base_url", "") or "")
 
     def call(
-        self,
-        model: str,
-        messages: list[Message],
-        *,
-        temperature: float,
-        max_tokens: int,
-        stop: list[str] | None,
-        seed: int | None,
-        json_mode: bool,
+        self, model: str, messages: list[Message], **opts: Unpack[CallOptions]
     ) -> RawCompletion:
         """One request; SDK errors propagate for the retry layer to classify."""
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
+            "temperature": opts["temperature"],
+            "max_tokens": opts["max_tokens"],
         }
-        if stop:
+        if stop := opts["stop"]:
             kwargs["stop"] = list(stop)
-        if seed is not None:
+        if (seed := opts["seed"]) is not None:
             kwargs["seed"] = seed
-        if json_mode:
+        if opts["json_mode"]:
             kwargs["response_format"] = {"type": "json_object"}
         resp = self._client.chat.completions.create(**kwargs)
         return parse_chat_response(resp, f"{self.provider}/{model}")
@@ -75,10 +67,7 @@ def parse_chat_response(resp: Any, label: str) -> RawCompletion:
             f"{label}: response has no choices[0].message.content or usage ({e}); "
             "check that the base URL points at an OpenAI-compatible chat-completions API"
         ) from e
-    if not isinstance(n_in, int) or not isinstance(n_out, int):
-        raise MalformedResponse(f"{label}: usage token counts missing ({n_in!r}, {n_out!r})")
-    if text is None:
-        text = ""
-    if not isinstance(text, str):
+    raw = RawCompletion.reported(label, "" if text is None else text, n_in, n_out)
+    if not isinstance(raw.text, str):
         raise MalformedResponse(f"{label}: message content is {type(text).__name__}, not text")
-    return RawCompletion(text=text, input_tokens=n_in, output_tokens=n_out)
+    return raw
