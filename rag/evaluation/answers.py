@@ -28,7 +28,7 @@ import logging
 import re
 import string
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -138,31 +138,31 @@ def answer_f1(answers: Mapping[str, AnswerLike], items: Sequence[GoldItem]) -> M
     Boolean questions are scored by :func:`boolean_accuracy`; unanswerable ones by
     :func:`negative_rejection`; neither appears here.
     """
-    _aligned(answers, items)
-    per: dict[str, float | None] = {}
-    for it in items:
-        if not it.answerable or it.answer_type == "boolean":
-            continue
-        a = answers[it.qid]
-        per[it.qid] = 0.0 if a.refused else token_f1(a.text, it.answer)
-    value, n = _mean(per)
-    return MetricResult(
-        "answer_f1", per, value, n, reason="" if n else "no answerable non-boolean question"
-    )
+    return _against_gold_text("answer_f1", token_f1, answers, items)
 
 
 def answer_em(answers: Mapping[str, AnswerLike], items: Sequence[GoldItem]) -> MetricResult:
     """Exact match on the questions :func:`answer_f1` scores (a refusal scores 0.0)."""
+    return _against_gold_text("exact_match", exact_match, answers, items)
+
+
+def _against_gold_text(
+    name: str,
+    score: Callable[[str, str], float],
+    answers: Mapping[str, AnswerLike],
+    items: Sequence[GoldItem],
+) -> MetricResult:
+    """``score(answer, gold)`` per answerable, non-boolean question; a refusal scores 0.0."""
     _aligned(answers, items)
     per: dict[str, float | None] = {}
     for it in items:
         if not it.answerable or it.answer_type == "boolean":
             continue
         a = answers[it.qid]
-        per[it.qid] = 0.0 if a.refused else exact_match(a.text, it.answer)
+        per[it.qid] = 0.0 if a.refused else score(a.text, it.answer)
     value, n = _mean(per)
     return MetricResult(
-        "exact_match", per, value, n, reason="" if n else "no answerable non-boolean question"
+        name, per, value, n, reason="" if n else "no answerable non-boolean question"
     )
 
 
