@@ -175,30 +175,24 @@ def scale_reading(res: dict[str, Any]) -> Any:
             f"{L['memory_mb']:.0f} MB — it {verdict} the targets (≥ {RECALL_TARGET}, ≤ "
             f"{P50_TARGET_MS:g} ms, ≤ {MEMORY_TARGET_MB:.0f} MB)."
         )
-    ex = s["growth_exponents"]
-    if ex:
-        over = [k for k, v in ex.items() if v > GROWTH_TARGET]
-        parts.append(
-            "Growth exponents against papers (time ∝ papers^b): "
-            + ", ".join(f"{k} {v:.2f}" for k, v in ex.items())
-            + (
-                f"; above {GROWTH_TARGET}: {', '.join(over)}."
-                if over
-                else f"; all ≤ {GROWTH_TARGET}."
+    for lead, ex in (
+        ("Growth exponents against papers (time ∝ papers^b): ", s["growth_exponents"]),
+        (
+            "Against the work each stage does (first-N-paper subsets differ in length): ",
+            s.get("work_exponents", {}),
+        ),
+    ):
+        if ex:
+            over = [k for k, v in ex.items() if v > GROWTH_TARGET]
+            parts.append(
+                lead
+                + ", ".join(f"{k} {v:.2f}" for k, v in ex.items())
+                + (
+                    f"; above {GROWTH_TARGET}: {', '.join(over)}."
+                    if over
+                    else f"; all ≤ {GROWTH_TARGET}."
+                )
             )
-        )
-    wx = s.get("work_exponents", {})
-    if wx:
-        over = [k for k, v in wx.items() if v > GROWTH_TARGET]
-        parts.append(
-            "Against the work each stage does (first-N-paper subsets differ in length): "
-            + ", ".join(f"{k} {v:.2f}" for k, v in wx.items())
-            + (
-                f"; above {GROWTH_TARGET}: {', '.join(over)}."
-                if over
-                else f"; all ≤ {GROWTH_TARGET}."
-            )
-        )
     parts.append(
         "Recall here is on replicated, perturbed copies of the real vectors (see the method note): "
         "evidence for this distribution, an assumption for 100× genuinely different papers."
