@@ -29,13 +29,19 @@ def k_arg(value: str) -> int:
     exits 2, before anything loads."""
     from rag.serve.models import MAX_K
 
+    return whole_up_to(value, MAX_K)
+
+
+def whole_up_to(value: str, most: int) -> int:
+    """``value`` as a whole number from 1 to ``most``; else the ArgumentTypeError argparse shows
+    (exit 2) with the value and the range."""
     try:
-        k = int(value)
+        n = int(value)
     except ValueError:
-        k = 0
-    if not 1 <= k <= MAX_K:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to {MAX_K}")
-    return k
+        n = 0
+    if not 1 <= n <= most:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to {most}")
+    return n
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from rag.serve.commands import _common, _lab, k_arg
+from rag.serve.commands import _common, _lab, k_arg, whole_up_to
 
 RELATED_METHODS = ("text", "cocitation", "coupling", "popularity", "fusion")
 
@@ -67,13 +67,7 @@ def max_steps_arg(value: str) -> int:
     """``--max-steps``: a whole number from 1 to the loop's cap, checked before anything loads."""
     from rag.serve.research import MAX_STEPS
 
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= MAX_STEPS:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to {MAX_STEPS}")
-    return n
+    return whole_up_to(value, MAX_STEPS)
 
 
 def cmd_research(args: argparse.Namespace) -> int:
