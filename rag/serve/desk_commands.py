@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 
 from rag.serve.commands import _common, _lab, k_arg, whole_up_to
@@ -30,37 +31,45 @@ def _print_links(title: str, links: list[dict[str, Any]]) -> None:
         print(f"  {d['arxiv_id']:<22} {where:<7} {d['how']:<8}{name}")
 
 
-def cmd_cites(args: argparse.Namespace) -> int:
-    d = _desk(args).citations(args.arxiv_id)
+def _show(args: argparse.Namespace, d: dict[str, Any], render: Callable[[Any], None]) -> int:
+    """Print the desk's dict as JSON with ``--json``, else as ``render`` writes it; exit 0."""
     if args.json:
         print(json.dumps(d, indent=1))
-        return 0
-    _print_links(f"{d['arxiv_id']} cites", d["cites"])
-    _print_links(f"{d['arxiv_id']} is cited by", d["cited_by"])
+    else:
+        render(d)
     return 0
 
 
-def cmd_related(args: argparse.Namespace) -> int:
-    d = _desk(args).related(args.arxiv_id, k=args.k, method=args.method)
-    if args.json:
-        print(json.dumps(d, indent=1))
-        return 0
+def _print_citations(d: dict[str, Any]) -> None:
+    _print_links(f"{d['arxiv_id']} cites", d["cites"])
+    _print_links(f"{d['arxiv_id']} is cited by", d["cited_by"])
+
+
+def _print_related(d: dict[str, Any]) -> None:
     print(f"related to {d['arxiv_id']} by {d['method']}:")
     for r in d["related"]:
         print(f"{r['rank']:>3}. {r['score']:.4f}  {r['arxiv_id']}  {r['title']}")
-    return 0
 
 
-def cmd_summary(args: argparse.Namespace) -> int:
-    d = _desk(args).summarize(args.arxiv_id, sentences=args.sentences, model=args.model)
-    if args.json:
-        print(json.dumps(d, indent=1))
-        return 0
+def _print_summary(d: dict[str, Any]) -> None:
     print(f"{d['title']} ({d['paper_id']}), {d['method']} summary:\n")
     for s in d["sentences"]:
         v = s["verdict"]
         print(f"  [{v['label']}] {s['text']} (p. {s['page']})")
-    return 0
+
+
+def cmd_cites(args: argparse.Namespace) -> int:
+    return _show(args, _desk(args).citations(args.arxiv_id), _print_citations)
+
+
+def cmd_related(args: argparse.Namespace) -> int:
+    d = _desk(args).related(args.arxiv_id, k=args.k, method=args.method)
+    return _show(args, d, _print_related)
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    d = _desk(args).summarize(args.arxiv_id, sentences=args.sentences, model=args.model)
+    return _show(args, d, _print_summary)
 
 
 def max_steps_arg(value: str) -> int:
