@@ -20,6 +20,7 @@ Modules:
 - ``pipeline``: a folder of PDFs → index, serial or on Ray
 - ``ray_embed``: Ray Data embedding
 - ``ray_pipeline``: that pipeline as Ray Data stages
+- ``saved``: reuse a saved index, or say why it is built
 - ``store``: chunk records by id
 - ``vectors``: unit-length vectors
 """

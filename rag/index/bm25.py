@@ -37,7 +37,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag.errors import ConfigError, IndexBuildError, RetrievalError
-from rag.paths import display
+from rag.index.saved import load_saved
 
 logger = logging.getLogger(__name__)
 
@@ -418,13 +418,9 @@ def load_or_build(
         "settings": settings.model_dump(),
         "corpus_fingerprint": corpus_fingerprint(ids, texts),
     }
-    if not (Path(directory) / "meta.json").exists():  # the usual first build: no error to report
-        logger.info("BM25 index: first build in %s", display(directory))
-    else:
-        try:
-            return BM25Index.load(directory, expected)
-        except IndexBuildError as e:
-            logger.info("rebuilding the BM25 index: %s", e)
+    saved = load_saved(lambda: BM25Index.load(directory, expected), directory, "BM25 index")
+    if saved is not None:
+        return saved
     idx = BM25Index(
         ids,
         texts,

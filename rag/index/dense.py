@@ -35,8 +35,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from rag.errors import IndexBuildError, RetrievalError
+from rag.index.saved import load_saved
 from rag.index.vectors import exact_rescore, vectors_fingerprint
-from rag.paths import display
 
 logger = logging.getLogger(__name__)
 
@@ -473,13 +473,9 @@ def load_or_build(
         "embedder_fingerprint": embedder_fingerprint,
         "chunk_fingerprint": chunk_fingerprint,
     }
-    if not (Path(directory) / "meta.json").exists():  # the usual first build: no error to report
-        logger.info("dense index: first build in %s", display(directory))
-    else:
-        try:
-            return DenseIndex.load(directory, expected)
-        except IndexBuildError as e:
-            logger.info("rebuilding the dense index: %s", e)
+    saved = load_saved(lambda: DenseIndex.load(directory, expected), directory, "dense index")
+    if saved is not None:
+        return saved
     idx = build()
     got = {k: idx.meta()[k] for k in expected}
     if got != expected:
