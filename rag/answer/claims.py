@@ -29,11 +29,15 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rag.text import sentences as splitter
 from rag.text.sentences import CITE_GROUP
+
+if TYPE_CHECKING:
+    from rag.answer.context import Context
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +152,20 @@ def parse_citations(text: str) -> tuple[str, tuple[int, ...]]:
     clean = re.sub(r"\s+([.,;:!?)])", r"\1", clean)
     clean = re.sub(r"\s{2,}", " ", clean).strip()
     return clean, tuple(sorted(ids))
+
+
+def source_sentences(
+    context: Context, min_words: int, max_words: int
+) -> Iterator[tuple[int, int, str]]:
+    """``(n, position, text)`` for each sentence of source [n] of ``context`` that has
+    ``min_words``..``max_words`` words once white space is collapsed and citation markers are
+    removed: the sentences an extractive answerer may copy (``position`` counts every sentence)."""
+    for src in context.sources:
+        text = re.sub(r"\s+", " ", src.text).strip()
+        for i, raw in enumerate(splitter.split_sentences(text, mode="answer")):
+            clean, _ = parse_citations(raw)
+            if min_words <= len(clean.split()) <= max_words:
+                yield src.n, i, clean
 
 
 def _n_words(text: str) -> int:

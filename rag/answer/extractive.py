@@ -9,7 +9,6 @@ best sentence must contain (:func:`rag.text.coverage.term_coverage`).
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 
@@ -17,13 +16,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from rag.answer.base import Answer, make_answer, settings_with
-from rag.answer.claims import parse_citations
+from rag.answer.claims import source_sentences
 from rag.answer.context import Context
 from rag.answer.prompts import REFUSAL
 from rag.index.bm25 import Tokenizer, TokenizerSettings, bm25_scores
 from rag.ir import EmbedderLike
 from rag.text.coverage import term_coverage
-from rag.text.sentences import split_sentences
 
 
 class ExtractiveSettings(BaseModel):
@@ -96,16 +94,10 @@ class ExtractiveAnswerer:
 
     def _candidates(self, context: Context) -> list[Candidate]:
         s = self.settings
-        out = []
-        for src in context.sources:
-            text = re.sub(r"\s+", " ", src.text).strip()
-            for i, raw in enumerate(split_sentences(text, mode="answer")):
-                clean, _ = parse_citations(raw)
-                n_words = len(clean.split())
-                if not s.min_words <= n_words <= s.max_words:
-                    continue
-                out.append(Candidate(src.n, i, clean, tuple(self._tok.document(clean))))
-        return out
+        return [
+            Candidate(n, i, clean, tuple(self._tok.document(clean)))
+            for n, i, clean in source_sentences(context, s.min_words, s.max_words)
+        ]
 
     def score(self, question: str, context: Context) -> list[tuple[float, float, Candidate]]:
         """``(score, coverage, sentence)`` for every candidate, best first."""

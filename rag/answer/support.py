@@ -13,14 +13,12 @@ supported. The statement is the question's :func:`rag.answer.questions.declarati
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rag.answer.claims import parse_citations, split_claims
+from rag.answer.claims import source_sentences, split_claims
 from rag.answer.context import Context
 from rag.errors import ConfigError
-from rag.text.sentences import split_sentences
 from rag.verdicts import ClaimJudge, Verdict
 
 
@@ -51,17 +49,11 @@ def candidate_spans(
 ) -> list[tuple[int, int, str, bool]]:
     """``(n, position, text, is_clause)`` for every sentence and multi-clause part of a context."""
     out = []
-    for src in context.sources:
-        text = re.sub(r"\s+", " ", src.text).strip()
-        for i, raw in enumerate(split_sentences(text, mode="answer")):
-            clean, _ = parse_citations(raw)
-            words = len(clean.split())
-            if not min_words <= words <= max_words:
-                continue
-            out.append((src.n, i, clean, False))
-            parts = split_claims(clean)
-            if len(parts) > 1:
-                out.extend((src.n, i, p, True) for p in parts if len(p.split()) >= min_words)
+    for n, i, clean in source_sentences(context, min_words, max_words):
+        out.append((n, i, clean, False))
+        parts = split_claims(clean)
+        if len(parts) > 1:
+            out.extend((n, i, p, True) for p in parts if len(p.split()) >= min_words)
     return out
 
 
