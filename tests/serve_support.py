@@ -21,7 +21,7 @@ import httpx
 
 from rag.index.build import index_chunks
 from rag.serve.config import LabSettings
-from rag.serve.engine import Lab
+from rag.serve.engine import Engine
 from rag.serve.index import ServedIndex
 from rag.text.chunk import chunk_settings
 from rag.types import Chunk
@@ -69,13 +69,13 @@ TITLES = {
 }
 
 
-def tiny_lab(root, **lab_kw) -> Lab:
-    """A :class:`Lab` over :func:`tiny_chunks` (call with ``RAG_CACHE_DIR`` set to a tmp dir)."""
+def tiny_lab(root, **lab_kw) -> Engine:
+    """An :class:`Engine` over :func:`tiny_chunks` (call with ``RAG_CACHE_DIR`` set to a tmp)."""
     chunks = tiny_chunks()
     base = index_chunks(chunks, "tiny-serve-test", embedder=HashEmbedder(), show_progress=False)
     settings = LabSettings(paper_ids=tuple(TEXTS))
     served = ServedIndex(root, base, dict(TITLES), chunk_settings(settings.chunking()))
-    return Lab(settings, served, **lab_kw)
+    return Engine(settings, served, **lab_kw)
 
 
 #: The pinned papers a real ``rag serve`` serves in the tests (small; embedded once per session).

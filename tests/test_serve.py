@@ -514,6 +514,45 @@ def test_cli_search_ask_chat(lab, monkeypatch, capsys):
     assert "» How is pair2vec trained?   (rewritten by rules)" in out
 
 
+def test_chat_gives_the_same_turn_through_every_door(lab, monkeypatch, capsys):
+    """``POST /chat``, ``Desk.chat``, ``rag.Lab``'s chat and ``rag chat`` answer one conversation
+    with the same rewrite fields and the same answer."""
+    import io
+
+    from rag import Lab, cli
+    from rag.serve import commands
+    from rag.serve.desk import Desk
+
+    follow_up = "How is this model trained?"
+    msgs = [*HISTORY, {"role": "user", "content": follow_up}]
+    opts = {"k": 3, "judge": True}
+    desk = Desk(lab).chat(msgs, **opts)
+    with TestClient(create_app(lab, serve=OFFLINE, api_key="")) as c:
+        http = c.post("/chat", json={"messages": msgs, **opts}).json()
+    chat = Lab(engine=lab).chat(**opts)
+    chat.messages = [dict(x) for x in HISTORY]
+    front = chat.ask(follow_up).to_dict()
+    rewrite = ("rephrased_query", "rewritten", "rewriter", "rewrite_reason")
+    assert {f: desk[f] for f in rewrite} == {
+        "rephrased_query": "How is pair2vec trained?", "rewritten": True, "rewriter": "rules",
+        "rewrite_reason": desk["rewrite_reason"],
+    }  # fmt: skip
+    for door in (http, front):
+        assert {f: door[f] for f in (*rewrite, "answer", "refused")} == {
+            f: desk[f] for f in (*rewrite, "answer", "refused")
+        }
+        assert [(x["n"], x["chunk_id"], x["cited"]) for x in door["citations"]] == [
+            (x["n"], x["chunk_id"], x["cited"]) for x in desk["citations"]
+        ]
+        assert door["judgement"]["claims"] == desk["judgement"]["claims"]
+    monkeypatch.setattr(commands, "_lab", lambda args, **kw: lab)
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{HISTORY[0]['content']}\n{follow_up}\n\n"))
+    assert cli.main(["chat", "-k", "3", "--judge"]) == 0
+    out = capsys.readouterr().out
+    head = f"» {desk['rephrased_query']}   (rewritten by {desk['rewriter']})"
+    assert f"{head}\n{desk['answer']}\n" in out
+
+
 def test_ingest_a_pinned_paper_missing_from_the_mirror_fails_clearly(lab, tmp_path):
     empty = tmp_path / "empty-mirror"
     empty.mkdir()
@@ -545,7 +584,7 @@ def test_the_served_judge_is_the_pinned_one_even_over_a_bf16_index(
     from rag.index.embed import minilm
     from rag.judge import offline
     from rag.serve.config import LabSettings
-    from rag.serve.engine import Lab
+    from rag.serve.engine import Engine
     from rag.text.chunk import chunk_settings
     from tests.serve_support import TEXTS, TITLES, tiny_chunks
 
@@ -558,7 +597,7 @@ def test_the_served_judge_is_the_pinned_one_even_over_a_bf16_index(
     settings = LabSettings(paper_ids=tuple(TEXTS))
     chunking = chunk_settings(settings.chunking())
     served = ServedIndex(tmp_path / "served", base, dict(TITLES), chunking)
-    lab = Lab(settings, served)
+    lab = Engine(settings, served)
     assert "passages=torch-autocast-bf16" in lab.index.embedder.fingerprint
     judge = lab.judge()
     assert judge.fitted.meta["pinned"] == "data/judge/offline-v2.json"

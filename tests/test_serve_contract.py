@@ -27,7 +27,7 @@ from rag.serve import models as m
 from rag.serve.app import create_app
 from rag.serve.config import ServeSettings
 from rag.serve.desk import Desk
-from rag.serve.engine import Lab
+from rag.serve.engine import Engine
 from rag.serve.offer import ModelOffer
 from tests.fakechat import FakeChatModel
 from tests.serve_support import tiny_lab
@@ -191,7 +191,7 @@ def test_every_documented_status_is_produced_and_nothing_else(lab, monkeypatch):
         raise UnusableReply("smollm2-135m", "no summary sentence", "Q-A-R-A-T-A-T-")
 
     monkeypatch.setattr(app_module, "_State", _ExplodingState.__mro__[1])
-    for cls, name in ((Lab, "ask"), (Lab, "rewrite"), (Desk, "summarize")):
+    for cls, name in ((Engine, "ask"), (Engine, "rewrite"), (Desk, "summarize")):
         monkeypatch.setattr(cls, name, unusable)
     with TestClient(create_app(lab, serve=OPEN, api_key="")) as c:
         for route in routes:

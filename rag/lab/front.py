@@ -1,14 +1,13 @@
 """The lab from a notebook: the paper desk's tools as methods that return displayable records.
 
 :class:`Lab` is the fourth door to the paper desk (:class:`rag.serve.desk.Desk`), beside the CLI,
-the HTTP service and the MCP server: every method validates and computes through the desk (or,
-for chat rewriting, the desk's engine, :class:`rag.serve.engine.Lab`), so a notebook
-gets the answer ``rag ask`` prints and ``POST /ask`` returns, as a record (:mod:`rag.lab.records`)
-that shows itself as HTML. Nothing loads when the object is made: the profile's settings are read
-(so a misspelt profile fails at once), and the corpus, the index and the query encoder load on the
-first call; the judge, a reranker and chat models on the first call that needs them. Like the
-service, it is offline and model-free by default (hybrid retrieval, the extractive answerer, the
-offline judge).
+the HTTP service and the MCP server: every method validates and computes through the desk, so a
+notebook gets the answer ``rag ask`` prints and ``POST /ask`` returns, as a record
+(:mod:`rag.lab.records`) that shows itself as HTML. Nothing loads when the object is made: the
+profile's settings are read (so a misspelt profile fails at once), and the corpus, the index and
+the query encoder load on the first call; the judge, a reranker and chat models on the first call
+that needs them. Like the service, it is offline and model-free by default (hybrid retrieval, the
+extractive answerer, the offline judge).
 """
 
 from __future__ import annotations
@@ -56,7 +55,7 @@ class Lab:
         local_model: a ``gguf:PATH`` model to answer with (as ``rag ask --model gguf:PATH``).
         gold_path: gold questions :meth:`compare` grades against (default: the shared corpus
             gold, when present).
-        engine: an already loaded :class:`rag.serve.engine.Lab` to use instead of loading one.
+        engine: an already loaded :class:`rag.serve.engine.Engine` to use instead of loading one.
 
     Example:
         >>> from rag import Lab
@@ -119,7 +118,7 @@ class Lab:
 
     @property
     def engine(self) -> Any:
-        """The components behind the desk (:class:`rag.serve.engine.Lab`); loads them."""
+        """The components behind the desk (:class:`rag.serve.engine.Engine`); loads them."""
         return self.desk.lab
 
     def __repr__(self) -> str:
@@ -253,14 +252,9 @@ class Chat:
         from rag.serve.desk import validate
 
         text = validate(ChatArgs, message=message).message
-        o = self.options
         history = [*self.messages, {"role": "user", "content": text}]
-        rw = self.lab.engine.rewrite(history, bypass=o["bypass_rewrite"], model=o["rewrite_model"])
-        d = self.lab.desk.ask(rw.query, k=o["k"], retriever=o["retriever"],
-                              answerer=o["answerer"], judge=o["judge"])  # fmt: skip
-        extra = {"rephrased_query": rw.query, "rewritten": rw.rewritten, "rewriter": rw.rewriter,
-                 "rewrite_reason": rw.reason}  # fmt: skip
-        turn = ChatTurn.from_dict({**d, **extra}, message=text)
+        d = self.lab.desk.chat(history, **self.options)
+        turn = ChatTurn.from_dict(d, message=text)
         self.messages = [*history, {"role": "assistant", "content": d["answer"]}]
         self.turns.append(turn)
         return turn

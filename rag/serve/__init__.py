@@ -6,7 +6,7 @@ answerers and the judge over the served index). ``static/`` holds the demo page.
 
 Modules:
 
-- ``app``: FastAPI
+- ``app``: FastAPI: the app, its errors, search/ask/chat
 - ``commands``: ``rag search/ask/chat/serve``
 - ``config``: the profile's settings
 - ``desk``: the paper desk's tools, once
@@ -15,11 +15,14 @@ Modules:
 - ``engine``: search, ask, chat
 - ``folder_lab``: the lab over a folder of PDFs, through the same desk
 - ``guard``: key, rate and body limits
+- ``ingest_routes``: ``POST /ingest`` and ``GET /ingest/{job_id}``
 - ``index``: served index, atomic adds
 - ``jobs``: ingest jobs
 - ``mcp_server``: the desk over MCP
 - ``models``: request/response schemas
 - ``offer``: the models a deployment runs
+- ``paper_routes``: the ``/papers`` routes over the desk
 - ``research``: a question through the desk's tools
+- ``statuses``: the error statuses each route declares
 - ``warm``: slow first loads, bounded (503 with Retry-After)
 """

@@ -1,4 +1,4 @@
-"""The HTTP service: FastAPI over :class:`rag.serve.engine.Lab` (OpenAPI at ``/docs``).
+"""The HTTP service: FastAPI over :class:`rag.serve.engine.Engine` (OpenAPI at ``/docs``).
 
 :func:`create_app` takes an injected lab (tests) or loads one in the app's lifespan, on a thread,
 so ``/health`` answers at once and ``/ready`` says 503 with its cause ("index loading", "model
@@ -33,53 +33,33 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag.errors import ConfigError, LLMError, ProviderUnavailable, RagError, RetrievalError
 from rag.llm.errors import RetriesExhausted, UnusableReply
-from rag.serve import desk_models as dm
 from rag.serve import models as m
 from rag.serve.config import LabSettings, ServeSettings
-from rag.serve.desk import Desk, RelatedMethod, UnknownPaperError
-from rag.serve.engine import ChoiceError, Lab, load_lab
+from rag.serve.desk import Desk, UnknownPaperError
+from rag.serve.engine import ChoiceError, Engine, load_lab
 from rag.serve.guard import Guard, scrub
+from rag.serve.ingest_routes import INGEST_LINK, add_ingest_routes
 from rag.serve.jobs import IngestWorker
 from rag.serve.offer import ModelOffer
+from rag.serve.paper_routes import add_paper_routes
+from rag.serve.statuses import ERRORS, MODEL_FAILED, NEEDS_LAB, WITH_BODY, error_responses
 from rag.serve.warm import RETRY_AFTER_S, Bounded, StillLoading, StillRunning
 
 log = logging.getLogger(__name__)
 API_KEY_ENV = "RAG_API_KEY"
 
-#: Every error status the service answers with, and when.
-ERRORS: dict[int, str] = {
-    400: "The request body is not valid JSON.",
-    401: "The X-API-Key header is missing or wrong (only when the service has a key).",
-    404: "No ingest job or served paper has this id.",
-    413: "The request body is over the limit (JSON bodies and PDF uploads have their own).",
-    422: "A field is invalid or names an unavailable component; detail names the field first.",
-    429: "Too many requests from this client; Retry-After says when to retry.",
-    500: "An internal error; detail names its type only.",
-    502: "A model answered unusably (detail names the model and the cause, never its output) "
-    "or its endpoint could not be reached (detail names the endpoint).",
-    503: "Not ready: the index or a model is still loading, or a model is not available here; "
-    "Retry-After says when to retry.",
-}
-#: The guard's codes, on every route but /health: rate limit and key.
-GUARDED = (401, 429)
-#: Codes of a route that needs the loaded lab.
-NEEDS_LAB = (*GUARDED, 500, 503)
-#: Codes of a route with a JSON request body.
-WITH_BODY = (*NEEDS_LAB, 400, 413, 422)
-#: The code a route that runs a chat model adds: the model's reply or endpoint failed.
-MODEL_FAILED = 502
 
 #: The server-sent events of ``/ask`` and ``/chat`` with ``stream: true``, in order, and the
 #: model of each one's JSON ``data`` (``done``: the route's JSON response).
@@ -127,25 +107,12 @@ def sse_response(retrieval: type[BaseModel], done: type[BaseModel]) -> dict[str,
 SSE_MODELS = (m.RetrievalEvent, m.ChatRetrievalEvent, m.TokenEvent, m.CitationsEvent)
 
 
-def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries declaring :class:`ErrorResponse` for ``codes``."""
-    return {c: {"model": m.ErrorResponse, "description": ERRORS[c]} for c in sorted(codes)}
-
-
 #: The request fields naming a model: (schema, property, takes ``extractive``).
 MODEL_FIELDS = (
     ("AskRequest", "answerer", True),
     ("ChatRequest", "answerer", True),
     ("ChatRequest", "rewrite_model", False),
 )
-#: The job a 202 of ``POST /ingest`` queued, as an OpenAPI link to its status.
-INGEST_LINK = {
-    "IngestJob": {
-        "operationRef": "#/paths/~1ingest~1{job_id}/get",
-        "parameters": {"job_id": "$response.body#/job_id"},
-        "description": "The status of the job just queued.",
-    }
-}
 
 
 def _state_offer(schema: dict[str, Any], offer: ModelOffer) -> None:
@@ -196,7 +163,7 @@ class _State:
     """What the lifespan loads, and why it is not ready yet."""
 
     def __init__(self) -> None:
-        self.lab: Lab | None = None
+        self.lab: Engine | None = None
         self.cause = "starting"
         self.worker: IngestWorker | None = None
         self.desk: Desk | None = None
@@ -244,12 +211,12 @@ def rag_error(exc: RagError) -> tuple[int, str, str, dict[str, str] | None]:
 
 
 def create_app(
-    lab: Lab | None = None,
+    lab: Engine | None = None,
     *,
     settings: LabSettings | None = None,
     serve: ServeSettings | None = None,
     api_key: str | None = None,
-    loader: Callable[[Callable[[str], None]], Lab] | None = None,
+    loader: Callable[[Callable[[str], None]], Engine] | None = None,
 ) -> FastAPI:
     """The service. ``lab`` injected: ready at once; else loaded in the lifespan, on a thread, by
     ``loader(status)`` (default :func:`rag.serve.engine.load_lab` over ``settings``).
@@ -264,7 +231,7 @@ def create_app(
     state = _State()
     bounded = Bounded(serve.model_call_timeout_s)
 
-    def start_worker(the_lab: Lab) -> None:
+    def start_worker(the_lab: Engine) -> None:
         state.worker = IngestWorker(
             lambda: the_lab.index,
             manifest_path=the_lab.settings.manifest_path,
@@ -350,7 +317,7 @@ def create_app(
         log.exception("unhandled error on %s", request.url.path)
         return error(500, "internal error", type(exc).__name__)
 
-    def need_lab() -> Lab:
+    def need_lab() -> Engine:
         if state.lab is None:
             raise StarletteHTTPException(503, f"not ready: {state.cause}")
         return state.lab
@@ -419,101 +386,22 @@ def create_app(
                    **error_responses(*WITH_BODY, MODEL_FAILED)},
     )  # fmt: skip
     def chat(req: m.ChatRequest) -> Any:
-        need_lab()
+        desk = need_desk()
         offer.check_retriever(req.retriever)
         offer.check("answerer", req.answerer)
         offer.check("rewrite_model", req.rewrite_model, answerer=False)
         msgs = [{"role": x.role, "content": x.content} for x in req.messages]
-        rw = bounded.run(
-            lambda: need_lab().rewrite(msgs, bypass=req.bypass_rewrite, model=req.rewrite_model),
+        # the desk's rewrite, then the answer as /ask gives it (a stream, or JSON), each step
+        # bounded on its own (Desk.chat is the same two steps, unbounded and unstreamed)
+        extra = bounded.run(
+            lambda: desk.rewrite(msgs, rewrite_model=req.rewrite_model,
+                                 bypass_rewrite=req.bypass_rewrite),
             f"rewriting with {req.rewrite_model or 'the rule rewriter'}",
-        )
-        extra = {"rephrased_query": rw.query, "rewritten": rw.rewritten, "rewriter": rw.rewriter,
-                 "rewrite_reason": rw.reason}  # fmt: skip
-        return answer(rw.query, req, extra)
+        )  # fmt: skip
+        return answer(extra["rephrased_query"], req, extra)
 
-    @app.post(
-        "/ingest",
-        status_code=202,
-        response_model=m.JobOut,
-        responses=error_responses(*WITH_BODY),
-        openapi_extra={"requestBody": INGEST_BODY},
-    )
-    async def ingest(request: Request) -> Any:
-        need_lab()
-        worker = state.worker
-        if worker is None:
-            raise RuntimeError("the lab is loaded but the ingest worker is not")
-        ctype = request.headers.get("content-type", "")
-        if ctype.startswith("multipart/form-data"):
-            form = await request.form()
-            upload = form.get("file")
-            if upload is None or isinstance(upload, str):
-                return error(422, "invalid request", "file: a PDF upload is required")
-            # any file is taken (the document cannot state "a PDF" of bytes); the job refuses a
-            # file that is not one, as it does an arXiv id that is not pinned
-            job = worker.submit_pdf(await upload.read(), str(form.get("title") or ""))
-        else:
-            try:
-                req = m.IngestRequest.model_validate_json(await request.body())
-            except ValidationError as e:
-                raise RequestValidationError(e.errors()) from None
-            try:
-                job = worker.submit_arxiv(req.arxiv_id)
-            except RagError as e:
-                return error(422, "invalid request", f"arxiv_id: {e}")
-        return JSONResponse(job.to_dict(), status_code=202)
-
-    @app.get(
-        "/ingest/{job_id}", response_model=m.JobOut, responses=error_responses(*NEEDS_LAB, 404)
-    )
-    def ingest_status(job_id: str) -> Any:
-        need_lab()
-        job = state.worker.jobs.get(job_id) if state.worker else None
-        if job is None:
-            return error(404, "unknown job", f"no ingest job {job_id[:40]!r}")
-        return {**job.to_dict(), "detail": scrub(job.detail, secrets)}
-
-    @app.get("/papers", response_model=m.PapersResponse, responses=error_responses(*NEEDS_LAB))
-    def papers() -> Any:
-        return need_desk().list_papers()
-
-    paper_codes = error_responses(*NEEDS_LAB, 404)
-    query_codes = error_responses(*NEEDS_LAB, 404, 422)
-
-    @app.get("/papers/{arxiv_id}", response_model=dm.PaperOut, responses=paper_codes)
-    def paper(arxiv_id: str) -> Any:
-        return need_desk().get_paper(arxiv_id)
-
-    @app.get("/papers/{arxiv_id}/citations", response_model=dm.CitationsOut,
-             responses=paper_codes)  # fmt: skip
-    def paper_citations(arxiv_id: str) -> Any:
-        return need_desk().citations(arxiv_id)
-
-    @app.get("/papers/{arxiv_id}/related", response_model=dm.RelatedOut, responses=query_codes)
-    def paper_related(
-        arxiv_id: str,
-        k: Annotated[int, Query(ge=1, le=m.MAX_K, description="Related papers to return.")] = 10,
-        method: Annotated[RelatedMethod, Query(description="fusion: RRF of text and co-citation.")]
-        = "fusion",
-    ) -> Any:  # fmt: skip
-        return need_desk().related(arxiv_id, k=k, method=method)
-
-    summary_codes = error_responses(*NEEDS_LAB, 404, 422, MODEL_FAILED)
-
-    @app.get("/papers/{arxiv_id}/summary", response_model=dm.SummaryOut, responses=summary_codes)
-    def paper_summary(
-        arxiv_id: str,
-        sentences: Annotated[int, Query(ge=1, le=20, description="At most this many.")] = 5,
-        model: Annotated[str | None, Query(min_length=1, max_length=200,
-                                           description="A chat model; none: extractive.")] = None,
-    ) -> Any:  # fmt: skip
-        desk = need_desk()
-        offer.check("model", model)
-        return bounded.run(
-            lambda: desk.summarize(arxiv_id, sentences=sentences, model=model),
-            f"summarising with {model or 'the extractive summariser'}",
-        )
+    add_ingest_routes(app, need_lab, lambda: state.worker, error, secrets)
+    add_paper_routes(app, need_desk, offer, bounded)
 
     static = resources.files("rag.serve") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
@@ -532,31 +420,6 @@ def create_app(
     )
     guarded.fastapi = app  # type: ignore[attr-defined]
     return guarded  # type: ignore[return-value]
-
-
-#: ``POST /ingest`` takes either JSON or a multipart PDF upload (parsed by the route itself).
-INGEST_BODY: dict[str, Any] = {
-    "required": True,
-    "content": {
-        "application/json": {"schema": m.IngestRequest.model_json_schema()},
-        "multipart/form-data": {
-            "schema": {
-                "type": "object",
-                "required": ["file"],
-                "properties": {
-                    "file": {
-                        "type": "string",
-                        "format": "binary",
-                        "description": "A PDF (another file is taken, and its job fails).",
-                    },
-                    # no type: a form field is text on the wire whatever it spells ("null",
-                    # "5"), so no value of it can be refused for its type
-                    "title": {"description": "Shown for the paper (form text)."},
-                },
-            }
-        },
-    },
-}
 
 
 def _sse(

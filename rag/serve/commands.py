@@ -1,4 +1,5 @@
-"""``rag search``, ``rag ask``, ``rag chat`` and ``rag serve``: thin shells over :class:`Lab`.
+"""``rag search``, ``rag ask``, ``rag chat`` and ``rag serve``: thin shells over
+:class:`rag.serve.engine.Engine`.
 
 Importing this module is cheap (the CLI builds its parser from it); models, the index and
 FastAPI load only when a command runs. Every command builds or loads the index from the same cache
@@ -186,9 +187,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from rag.serve.folder_lab import add_files
+    from rag.serve.desk import Desk
 
-    lab = _lab(args)
+    desk = Desk(_lab(args))
     history: list[dict[str, str]] = []
     print("Ask about the corpus; an empty line or Ctrl-D ends the chat.", file=sys.stderr)
     for line in sys.stdin:
@@ -196,16 +197,15 @@ def cmd_chat(args: argparse.Namespace) -> int:
         if not msg:
             break
         history.append({"role": "user", "content": msg})
-        rw = lab.rewrite(history, bypass=args.bypass_rewrite, model=args.rewrite_model)
-        tag = f"rewritten by {rw.rewriter}" if rw.rewritten else f"not rewritten: {rw.reason}"
-        print(f"» {rw.query}   ({tag})")
-        r = lab.ask(rw.query, k=args.k, retriever=args.retriever, answerer=args.answerer,
-                    judge=args.judge)  # fmt: skip
-        d = r.to_dict()
-        add_files(lab, d["citations"])
+        d = desk.chat(history, k=args.k, retriever=args.retriever, answerer=args.answerer,
+                      judge=args.judge, rewrite_model=args.rewrite_model,
+                      bypass_rewrite=args.bypass_rewrite)  # fmt: skip
+        tag = (f"rewritten by {d['rewriter']}" if d["rewritten"]
+               else f"not rewritten: {d['rewrite_reason']}")  # fmt: skip
+        print(f"» {d['rephrased_query']}   ({tag})")
         print_answer(d)
         print()
-        history.append({"role": "assistant", "content": r.answer.text})
+        history.append({"role": "assistant", "content": d["answer"]})
         sys.stdout.flush()
     return 0
 

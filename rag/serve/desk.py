@@ -1,10 +1,11 @@
 """The paper desk: the lab's tools for a researcher's assistant, implemented once.
 
-``list_papers``, ``search``, ``ask`` (a cited answer, each claim judged), ``judge`` (one claim
-against a passage or a served chunk), ``get_paper``, ``read`` (a page or a chunk), ``citations``
-(out and in), ``related`` and ``summarize`` (the papers stage's
-:func:`rag.papers.summarize.summarize`) take plain arguments and return JSON-ready dicts. The CLI
-(``rag cites``, ``rag related``, ``rag summary``), the HTTP routes under ``/papers``, the MCP
+``list_papers``, ``search``, ``ask`` (a cited answer, each claim judged), ``chat`` (a follow-up
+rewritten into a standalone question, then asked), ``judge`` (one claim against a passage or a
+served chunk), ``get_paper``, ``read`` (a page or a chunk), ``citations`` (out and in),
+``related`` and ``summarize`` (the papers stage's :func:`rag.papers.summarize.summarize`) take
+plain arguments and return JSON-ready dicts. The CLI (``rag cites``, ``rag related``, ``rag
+summary``, ``rag chat``), the HTTP routes under ``/papers`` and ``/chat``'s rewrite, the MCP
 server (``rag mcp``) and ``rag.Lab`` all call these methods.
 
 Every argument is validated by a pydantic model (``k`` from 1 to 50, a non-blank query, a paper
@@ -15,6 +16,7 @@ field and the value, and an unknown paper :class:`UnknownPaperError`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
@@ -29,7 +31,7 @@ from pydantic import (
 )
 
 from rag import paths
-from rag.serve.engine import ChoiceError, Lab
+from rag.serve.engine import ChoiceError, Engine
 from rag.serve.folder_lab import add_files
 from rag.serve.models import MAX_K, Answerer, Query, RetrieverName
 
@@ -138,7 +140,7 @@ def validate(model: type[BaseModel], /, **kwargs: Any) -> Any:
 
 
 class Desk:
-    """The tools over one :class:`Lab`.
+    """The tools over one :class:`rag.serve.engine.Engine`.
 
     Args:
         lab: the loaded lab (its served index and components).
@@ -146,7 +148,7 @@ class Desk:
             :func:`rag.papers.measure.default_outputs` puts the pinned corpus's graph).
     """
 
-    def __init__(self, lab: Lab, *, citations_path: str | None = None) -> None:
+    def __init__(self, lab: Engine, *, citations_path: str | None = None) -> None:
         self.lab = lab
         self._citations_path = citations_path
         self._rows: list | None = None
@@ -252,6 +254,39 @@ class Desk:
         d = r.to_dict()
         add_files(self.lab, d["citations"])
         return d
+
+    def rewrite(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        rewrite_model: str | None = None,
+        bypass_rewrite: bool = False,
+    ) -> dict[str, Any]:
+        """The standalone question for a conversation's last (user) message: ``rephrased_query``,
+        whether it was ``rewritten``, by which ``rewriter``, and ``rewrite_reason`` (the rule
+        rewriter, or ``rewrite_model``; ``bypass_rewrite`` keeps the message as typed)."""
+        rw = self.lab.rewrite(messages, bypass=bypass_rewrite, model=rewrite_model)
+        return {"rephrased_query": rw.query, "rewritten": rw.rewritten, "rewriter": rw.rewriter,
+                "rewrite_reason": rw.reason}  # fmt: skip
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        k: int | None = None,
+        retriever: str | None = None,
+        answerer: str = "extractive",
+        judge: bool = True,
+        rewrite_model: str | None = None,
+        bypass_rewrite: bool = False,
+    ) -> dict[str, Any]:
+        """One turn of a conversation (``messages`` as ``POST /chat`` takes them, the last the
+        user's): the follow-up rewritten into a standalone question (:meth:`rewrite`), answered
+        as :meth:`ask` does, with the rewrite's four fields added to the answer."""
+        last = messages[-1]["content"] if messages else ""
+        validate(AskArgs, question=last, k=k, retriever=retriever, answerer=answerer, judge=judge)
+        extra = self.rewrite(messages, rewrite_model=rewrite_model, bypass_rewrite=bypass_rewrite)
+        d = self.ask(extra["rephrased_query"], k=k, retriever=retriever, answerer=answerer,
+                     judge=judge)  # fmt: skip
+        return {**d, **extra}
 
     def judge(self, claim: str, source: str) -> dict[str, Any]:
         """The lab's judge on ``claim`` against ``source``: a passage's text, or the id of a

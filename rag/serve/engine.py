@@ -1,6 +1,6 @@
 """The lab behind the CLI and the service: search, ask and chat over the served index.
 
-One :class:`Lab` holds the components the report measures (the profile's embedder, dense and BM25
+One :class:`Engine` holds the components the report measures (the profile's embedder, dense and BM25
 indexes, reranker, retrievers built by :func:`rag.retrieval.retrievers.build_retriever`, context
 assembly and answerers of notebook 05, the offline judge) so ``rag ask``, ``POST /ask`` and the
 notebooks answer the same question the same way. Chat models are shared and used under a lock:
@@ -97,7 +97,7 @@ def hit_dict(h: Hit, titles: Mapping[str, str]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-class Lab:
+class Engine:
     """Search, ask and chat over a :class:`ServedIndex` with the profile's components.
 
     Args:
@@ -360,11 +360,11 @@ def load_lab(
     settings: LabSettings,
     serve: ServeSettings,
     status: Callable[[str], None] = lambda s: None,
-) -> Lab:
+) -> Engine:
     """Build or load the corpus (cached parse), index (cached build), served index and query
     encoder. ``status`` receives "index loading" and "model loading" for ``/ready``.
 
-    The rerank row's reranker, the judge and chat models load on first use (:class:`Lab`): the
+    The rerank row's reranker, the judge and chat models load on first use (:class:`Engine`): the
     default retriever needs none of them, and expanding e5-small's weights to fp32 takes seconds
     and several hundred MB at its peak.
     """
@@ -378,7 +378,7 @@ def load_lab(
         status("index loading")
         served, folder = folder_index(settings, serve)
         status("model loading")
-        lab = Lab(settings, served)
+        lab = Engine(settings, served)
         lab.folder = folder
         lab.search("warm up the query encoder", 1)
         return lab
@@ -392,6 +392,6 @@ def load_lab(
     titles = {p.arxiv_id: p.title for p in papers}
     served = ServedIndex(index_dir(settings, serve), base, titles, chunking)
     status("model loading")
-    lab = Lab(settings, served, load_timeout_s=serve.model_load_timeout_s)
+    lab = Engine(settings, served, load_timeout_s=serve.model_load_timeout_s)
     lab.search("warm up the query encoder", 1)
     return lab

@@ -1,4 +1,5 @@
-"""The lab over a folder of PDFs: the folder's index served through the same :class:`Lab` and desk.
+"""The lab over a folder of PDFs: the folder's index served through the same engine
+(:class:`rag.serve.engine.Engine`) and desk.
 
 :func:`folder_index` builds or reuses the folder's index (:func:`rag.index.folder.build_folder`,
 the one pipeline) as a :class:`~rag.serve.index.ServedIndex`, and
