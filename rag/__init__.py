@@ -10,6 +10,7 @@ The shared core, below every stage:
 Modules:
 
 - ``atomic``: writes that never leave a half-written file
+- ``filehash``: a file's sha256, memoised by its stat signature
 - ``cli``: the ``rag`` command
 - ``errors``: the error hierarchy
 - ``ir``: IR dict contracts, per-paper cap, paper-level MaxP

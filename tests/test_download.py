@@ -251,7 +251,7 @@ def test_cached_file_hash_follows_every_write(tmp_path, monkeypatch):
     assert not (tmp_path / "cache" / "file-sha").exists() or not any(
         (tmp_path / "cache" / "file-sha").iterdir()
     ), "a file changed just now is not memoised (its next write may share the clock tick)"
-    monkeypatch.setattr("rag.corpus.pdf_check.SETTLED_NS", 0)
+    monkeypatch.setattr("rag.filehash.SETTLED_NS", 0)
     first = sha256_file_cached(f)
     assert first == hashlib.sha256(f.read_bytes()).hexdigest()
     assert len(list((tmp_path / "cache" / "file-sha").glob("*.json"))) == 1
@@ -263,5 +263,5 @@ def test_cached_file_hash_follows_every_write(tmp_path, monkeypatch):
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert sha256_file_cached(f) == hashlib.sha256(b"%PDF-1 two %%EOF").hexdigest() != first
     # an unchanged file is answered from the memo, not re-read
-    monkeypatch.setattr("rag.corpus.pdf_check.sha256_file", lambda p: "re-read")
+    monkeypatch.setattr("rag.filehash.sha256_file", lambda p: "re-read")
     assert sha256_file_cached(f) == hashlib.sha256(b"%PDF-1 two %%EOF").hexdigest()

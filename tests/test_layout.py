@@ -21,7 +21,7 @@ from rag import paths
 
 FLOORS = {
     "errors": 0, "paths": 0, "types": 0, "ir": 0, "jsonl": 0, "shard": 0, "verdicts": 0,
-    "__init__": 0, "scrub": 0, "atomic": 0,
+    "__init__": 0, "scrub": 0, "atomic": 0, "filehash": 0,
     "llm": 1, "text": 2, "corpus": 3, "index": 4, "retrieval": 5, "answer": 6, "judge": 7,
     "evaluation": 8, "papers": 8, "report": 9, "serve": 10, "lab": 11, "bench": 11, "cli": 12,
 }  # fmt: skip

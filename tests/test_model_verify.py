@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from rag import filehash
 from rag.errors import ProviderUnavailable
 from rag.index.named import artifact, parse_named
-from rag.llm import assembled, assembled_io, assembled_verify
+from rag.llm import assembled, assembled_verify
 from rag.llm.assembled import ASSEMBLED, fetch, verified_digest
 from rag.llm.assembled_verify import content_digest
 from tests.test_llm_assembled import (
@@ -85,11 +86,11 @@ def test_an_unchanged_model_is_not_re_read_and_a_changed_one_is(fetched, monkeyp
     """The memo holds while size, inode, mtime and ctime hold; a flip that keeps size and mtime
     still moves ctime and is caught."""
     _, dest, _ = fetched
-    monkeypatch.setattr(assembled_io, "SETTLED_NS", 0)  # the files were just written
+    monkeypatch.setattr(filehash, "SETTLED_NS", 0)  # the files were just written
     verified_digest(NAME)  # hashes once and memoises
     reads = []
-    real = assembled_io.sha256_of
-    monkeypatch.setattr(assembled_io, "sha256_of", lambda p: reads.append(p.name) or real(p))
+    real = filehash.sha256_file
+    monkeypatch.setattr(filehash, "sha256_file", lambda p: reads.append(p.name) or real(p))
     verified_digest(NAME)
     assert reads == []  # a stat per file, no byte read
     _flip(dest / "model.safetensors", 7)

@@ -36,9 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NewConnectionError
 
 from rag.corpus.manifest import Paper
-from rag.corpus.pdf_check import PDF_MAGIC, looks_like_pdf, pdf_problem, sha256_file
+from rag.corpus.pdf_check import PDF_MAGIC, looks_like_pdf, pdf_problem
 from rag.corpus.rate_limit import RateLimiter
 from rag.errors import DownloadError
+from rag.filehash import sha256_file
 from rag.paths import MIRROR_ENV
 
 log = logging.getLogger(__name__)

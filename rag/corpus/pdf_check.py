@@ -6,19 +6,14 @@ short by a dropped connection fails :func:`looks_like_pdf` even when its first b
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
 from pathlib import Path
 
-from rag.atomic import write_atomic
+from rag.filehash import sha256_memo
 
 PDF_MAGIC = b"%PDF-"
 PDF_EOF = b"%%EOF"
 #: How far from the end ``%%EOF`` may sit (trailing whitespace / linearisation padding).
 EOF_WINDOW = 2048
-#: How long ago a file must have last changed for :func:`sha256_file_cached` to memoise its hash.
-SETTLED_NS = 2_000_000_000
 
 
 def looks_like_pdf(path: Path) -> bool:
@@ -34,47 +29,10 @@ def looks_like_pdf(path: Path) -> bool:
     return head == PDF_MAGIC and PDF_EOF in tail
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def sha256_file_cached(path: Path) -> str:
-    """Hex sha256 of a file, re-read only when its stat signature changes.
-
-    The signature is size, inode, mtime and ctime in nanoseconds: any write to the file moves its
-    ctime, so a file whose signature is unchanged holds the bytes that were hashed (git's index
-    trusts the same fields). File times tick coarsely (a few ms), so a write in the same tick as
-    the hash would keep the signature: as git does with "racily clean" entries, a file changed
-    less than :data:`SETTLED_NS` ago is hashed every time and not memoised. The memo is one small
-    JSON per file under ``cache_dir("file-sha")``, named by a hash of the resolved path, so the
-    path itself is never written.
-    """
-    from rag.paths import cache_dir
-
-    path = Path(path)
-    st = path.stat()
-    signature = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
-    name = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]
-    memo = cache_dir("file-sha") / f"{name}.json"
-    try:
-        held = json.loads(memo.read_text(encoding="utf-8"))
-        if held.get("signature") == signature and isinstance(held.get("sha256"), str):
-            return held["sha256"]
-    except (OSError, ValueError, AttributeError):
-        pass
-    digest = sha256_file(path)
-    if time.time_ns() - st.st_ctime_ns < SETTLED_NS:
-        return digest
-    try:
-        write_atomic(memo, json.dumps({"signature": signature, "sha256": digest}))
-    except OSError:
-        pass
-    return digest
+    """Hex sha256 of a file, re-read only when its stat signature changes
+    (:func:`rag.filehash.sha256_memo`, memo folder ``file-sha``)."""
+    return sha256_memo(path, "file-sha")
 
 
 def pdf_problem(path: Path) -> str | None:

@@ -40,9 +40,9 @@ from typing import Any
 from rag import paths
 from rag.atomic import write_atomic
 from rag.corpus.lock import file_lock
-from rag.corpus.pdf_check import sha256_file
 from rag.corpus.pdf_meta import META_VERSION, PdfMeta, read_meta
 from rag.errors import ConfigError
+from rag.filehash import sha256_file
 from rag.paths import display
 
 logger = logging.getLogger(__name__)

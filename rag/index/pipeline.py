@@ -135,7 +135,7 @@ def _serial(
     verify: bool = False,
 ) -> tuple[Indexed | None, dict[str, Any]]:
     from rag.corpus.parse import load_parsed
-    from rag.corpus.pdf_check import sha256_file
+    from rag.filehash import sha256_file
     from rag.index.build import index_corpus
     from rag.text.chunk_cache import chunk_corpus
     from rag.types import ParsedPaper

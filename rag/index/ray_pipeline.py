@@ -92,7 +92,7 @@ def _row(paper_id: str, order: int, **kw: Any) -> dict[str, Any]:
 def parse_row(row: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     """Stage 1: the parsed paper as JSON, or a failed row naming the parse status."""
     from rag.corpus.parse import ParseSettings, load_parsed
-    from rag.corpus.pdf_check import sha256_file
+    from rag.filehash import sha256_file
 
     t0 = time.perf_counter()
     path = Path(row["path"])

@@ -18,7 +18,6 @@ whose digest differs from the pinned one, naming both.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 from rag import paths
 from rag.errors import ConfigError, JudgeError
+from rag.filehash import sha256_file
 from rag.judge.features import content_stems
 from rag.judge.synth import NLI_LABELS
 from rag.text.sentences import split_sentences
@@ -41,14 +41,6 @@ NLI_FORMAT = "nli-judge-v1"
 
 def pin_dir(root: Path | None = None) -> Path:
     return (root or paths.project_root()) / "data" / "judge"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def claim_units(context: str, max_units: int, claim: str) -> tuple[list[str], int]:
@@ -189,4 +181,4 @@ class NliJudge:
         return self.predict([(claim, context)])[0]
 
 
-__all__ = ["NLI_JUDGES", "NliJudge", "claim_units", "sha256_file"]
+__all__ = ["NLI_JUDGES", "NliJudge", "claim_units"]

