@@ -132,8 +132,7 @@ def parse_named(text: str) -> NamedRequest | None:
         if dim not in spec.dims:
             sizes = ", ".join(map(str, spec.dims)) or "none (not a Matryoshka model)"
             raise ConfigError(
-                f"embedder {text!r}: {spec.name} is trained for Matryoshka sizes {sizes}; "
-                f"got {dim}"
+                f"embedder {text!r}: {spec.name} is trained for Matryoshka sizes {sizes}; got {dim}"
             )
     path: Path | None = None
     if sep:
