@@ -165,6 +165,18 @@ def sharded_map(
 
 
 @contextmanager
+def thread_count(get: Callable[[], int], put: Callable[[int], None], n: int) -> Iterator[None]:
+    """A library's process-wide thread count (read by ``get``, set by ``put``) set to ``n``
+    inside the block and restored after, even when the block raises."""
+    before = get()
+    put(n)
+    try:
+        yield
+    finally:
+        put(before)
+
+
+@contextmanager
 def torch_threads(n: int) -> Iterator[None]:
     """PyTorch's intra-op thread count set to ``n`` inside the block, restored after (nothing
     when PyTorch is not imported: nothing here would use it)."""
@@ -172,12 +184,8 @@ def torch_threads(n: int) -> Iterator[None]:
     if torch is None:
         yield
         return
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
+    with thread_count(torch.get_num_threads, torch.set_num_threads, n):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @contextmanager

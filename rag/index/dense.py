@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_valid
 from rag.errors import IndexBuildError, RetrievalError
 from rag.index.saved import load_saved
 from rag.index.vectors import exact_rescore, vectors_fingerprint
+from rag.shard import thread_count
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +49,9 @@ FORMAT_VERSION = 2  # 2: IVF kinds, ann.faiss file for every approximate kind
 SMALL_BATCH = 20
 
 
-@contextmanager
-def omp_threads(n: int) -> Iterator[None]:
+def omp_threads(n: int) -> AbstractContextManager[None]:
     """Temporarily set faiss's OpenMP thread count (process-wide), restoring it afterwards."""
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(n)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(before)
+    return thread_count(faiss.omp_get_max_threads, faiss.omp_set_num_threads, n)
 
 
 class DenseSettings(BaseModel):
