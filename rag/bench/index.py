@@ -15,8 +15,9 @@ import logging
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -26,6 +27,8 @@ from rag.index.embed import SentenceTransformerEmbedder, load_embedder
 from rag.index.embed_cache import embed_texts
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def _dir_bytes(d: Path) -> int:
@@ -34,6 +37,21 @@ def _dir_bytes(d: Path) -> int:
 
 def _pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q))
+
+
+def timed_calls(
+    fn: Callable[[T], R], items: Iterable[T]
+) -> tuple[list[R], list[float], list[float]]:
+    """``fn`` on each item in turn: the results, and each call's wall and CPU time in ms."""
+    out: list[R] = []
+    wall: list[float] = []
+    cpu: list[float] = []
+    for x in items:
+        t0, c0 = time.perf_counter(), time.process_time()
+        out.append(fn(x))
+        wall.append((time.perf_counter() - t0) * 1e3)
+        cpu.append((time.process_time() - c0) * 1e3)
+    return out, wall, cpu
 
 
 def _search_p50_ms(index: DenseIndex, qvecs: np.ndarray, k: int) -> float:
@@ -127,12 +145,7 @@ def bench_index(
         row["dense_build_s"] = round(time.perf_counter() - t0, 3)
         # one copy: DenseIndex keeps its vectors as a view of the faiss index storage
         row["dense_mem_mb"] = round(dense.memory_bytes() / 2**20, 1)
-        lat, cpu = [], []
-        for q in queries:
-            t0, c0 = time.perf_counter(), time.process_time()
-            dense.search(emb.encode_queries([q]), k)
-            lat.append((time.perf_counter() - t0) * 1e3)
-            cpu.append((time.process_time() - c0) * 1e3)
+        _, lat, cpu = timed_calls(lambda q, d=dense: d.search(emb.encode_queries([q]), k), queries)
         row["dense_p50_ms"], row["dense_p95_ms"] = round(_pct(lat, 50), 2), round(_pct(lat, 95), 2)
         # CPU time of the (single-threaded) query path: what wall time would be on an idle machine
         row["dense_p50_cpu_ms"] = round(_pct(cpu, 50), 2)
@@ -150,12 +163,7 @@ def bench_index(
         row["bm25_mem_mb"] = round(
             (bm25.tf.data.nbytes + bm25.tf.indices.nbytes + bm25._weights.data.nbytes) / 2**20, 1
         )
-        lat, cpu = [], []
-        for q in queries:
-            t0, c0 = time.perf_counter(), time.process_time()
-            bm25.search(q, k)
-            lat.append((time.perf_counter() - t0) * 1e3)
-            cpu.append((time.process_time() - c0) * 1e3)
+        _, lat, cpu = timed_calls(lambda q, b=bm25: b.search(q, k), queries)
         row["bm25_p50_ms"], row["bm25_p95_ms"] = round(_pct(lat, 50), 2), round(_pct(lat, 95), 2)
         row["bm25_p50_cpu_ms"] = round(_pct(cpu, 50), 2)
         with tempfile.TemporaryDirectory() as tmp:

@@ -40,9 +40,9 @@ from tqdm.auto import tqdm
 
 from rag import paths
 from rag.atomic import write_atomic
-from rag.bench.index import _replicate_vectors
+from rag.bench.index import _replicate_vectors, timed_calls
 from rag.index.choose import choose_index
-from rag.index.dense import DenseSettings, build_ivf, effective_nlist
+from rag.index.dense import DenseSettings, build_ivf, effective_nlist, omp_threads
 
 logger = logging.getLogger(__name__)
 
@@ -72,19 +72,10 @@ def _pct(xs: Sequence[float], q: float) -> float:
 
 def time_queries(search: Callable[[np.ndarray], Any], qvecs: np.ndarray) -> dict[str, float]:
     """One query at a time on one thread: wall p50/p95 and CPU p50 in ms."""
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
+    with omp_threads(1):
         for q in qvecs[:3]:
             search(q[None, :])
-        wall, cpu = [], []
-        for q in qvecs:
-            t0, c0 = time.perf_counter(), time.process_time()
-            search(q[None, :])
-            wall.append((time.perf_counter() - t0) * 1e3)
-            cpu.append((time.process_time() - c0) * 1e3)
-    finally:
-        faiss.omp_set_num_threads(before)
+        _, wall, cpu = timed_calls(lambda q: search(q[None, :]), qvecs)
     return {"p50_ms": _pct(wall, 50), "p95_ms": _pct(wall, 95), "p50_cpu_ms": _pct(cpu, 50)}
 
 
@@ -207,12 +198,7 @@ def bench_bm25(texts: list[str], queries: list[str], scale: int, k: int = 10) ->
     bm25 = BM25Index(ids, texts * scale)
     build_s = time.perf_counter() - t0
     mem = bm25.tf.data.nbytes + bm25.tf.indices.nbytes + bm25._weights.data.nbytes
-    wall, cpu = [], []
-    for q in queries:
-        t0, c0 = time.perf_counter(), time.process_time()
-        bm25.search(q, k)
-        wall.append((time.perf_counter() - t0) * 1e3)
-        cpu.append((time.process_time() - c0) * 1e3)
+    _, wall, cpu = timed_calls(lambda q: bm25.search(q, k), queries)
     return {
         "scale": scale, "n": len(ids), "build_s": round(build_s, 2),
         "memory_mb": round(mem / 2**20, 1), "bytes_per_doc": round(mem / len(ids), 1),

@@ -46,6 +46,7 @@ import numpy as np
 
 from rag import paths
 from rag.atomic import atomic_path
+from rag.bench.index import timed_calls
 from rag.bench.scale import _pct, _save, recall_at_k
 from rag.errors import ConfigError, IndexBuildError
 from rag.index.choose import pq_nlist
@@ -261,12 +262,9 @@ def measure_grid(
                     if label == "cold":
                         drop_page_cache(vec_path)
                     vecs = mapped_rows(vec_path, dim)
-                    wall, cpu, found = [], [], []
-                    for q in qvecs:
-                        t0, c0 = time.perf_counter(), time.process_time()
-                        found.append(refine_search(index, vecs, q[None, :], k, kf)[1])
-                        wall.append((time.perf_counter() - t0) * 1e3)
-                        cpu.append((time.process_time() - c0) * 1e3)
+                    found, wall, cpu = timed_calls(
+                        lambda q, v=vecs, f=kf: refine_search(index, v, q[None, :], k, f)[1], qvecs
+                    )
                     del vecs
                     row[f"{label}_p50_ms"], row[f"{label}_p95_ms"] = _pct(wall, 50), _pct(wall, 95)
                     row[f"{label}_p50_cpu_ms"] = _pct(cpu, 50)
