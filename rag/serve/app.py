@@ -103,6 +103,18 @@ def sse_response(retrieval: type[BaseModel], done: type[BaseModel]) -> dict[str,
     }
 
 
+def answer_route(retrieval: type[BaseModel], done: type[BaseModel]) -> dict[str, Any]:
+    """What an answering route (``/ask``, ``/chat``) declares: ``done`` as its JSON body, or the
+    stream of :func:`sse_response`, and the errors of a request that runs a model."""
+    return {
+        "response_model": done,
+        "responses": {
+            200: sse_response(retrieval, done),
+            **error_responses(*WITH_BODY, MODEL_FAILED),
+        },
+    }
+
+
 #: Models only the event stream refers to (FastAPI adds those of the routes).
 SSE_MODELS = (m.RetrievalEvent, m.ChatRetrievalEvent, m.TokenEvent, m.CitationsEvent)
 
@@ -370,21 +382,11 @@ def create_app(
             _sse(first, events, extra, secrets), media_type="text/event-stream"
         )
 
-    @app.post(
-        "/ask",
-        response_model=m.AskResponse,
-        responses={200: sse_response(m.RetrievalEvent, m.AskResponse),
-                   **error_responses(*WITH_BODY, MODEL_FAILED)},
-    )  # fmt: skip
+    @app.post("/ask", **answer_route(m.RetrievalEvent, m.AskResponse))
     def ask(req: m.AskRequest) -> Any:
         return answer(req.question, req, {})
 
-    @app.post(
-        "/chat",
-        response_model=m.ChatResponse,
-        responses={200: sse_response(m.ChatRetrievalEvent, m.ChatResponse),
-                   **error_responses(*WITH_BODY, MODEL_FAILED)},
-    )  # fmt: skip
+    @app.post("/chat", **answer_route(m.ChatRetrievalEvent, m.ChatResponse))
     def chat(req: m.ChatRequest) -> Any:
         desk = need_desk()
         offer.check_retriever(req.retriever)
