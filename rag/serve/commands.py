@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,17 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
+def lab_command(
+    p: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int], *, with_json: bool = True
+) -> None:
+    """End a command that loads the lab: ``--json`` (print the desk's dict as it is), the lab's
+    options as ``rag ask`` takes them, and ``func`` as the handler."""
+    if with_json:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+    _common(p)
+    p.set_defaults(func=func)
+
+
 def folder_options(args: argparse.Namespace) -> dict[str, str]:
     """``--pdfs`` as an absolute path (a relative one is from the working folder) and
     ``--embedder`` when it names the folder's embedder, as settings overrides.
@@ -81,7 +93,9 @@ def folder_options(args: argparse.Namespace) -> dict[str, str]:
     return {**out, "embedder": args.embedder} if args.embedder else out
 
 
-def _lab(args: argparse.Namespace, **serve_kw: Any):
+def open_lab(args: argparse.Namespace, **serve_kw: Any):
+    """The lab a command answers from: the profile's (or ``--pdfs`` folder's) settings, loaded
+    as the service loads them."""
     from rag.serve.config import ServeSettings, profile_settings
     from rag.serve.engine import load_lab
 
@@ -140,7 +154,7 @@ def _where(d: dict[str, Any]) -> str:
 def cmd_search(args: argparse.Namespace) -> int:
     from rag.serve.folder_lab import add_files
 
-    lab = _lab(args)
+    lab = open_lab(args)
     hits, meta = lab.search(args.query, args.k, args.retriever, args.per_paper_cap)
     add_files(lab, hits)
     if args.json:
@@ -173,7 +187,7 @@ def print_answer(d: dict[str, Any]) -> None:
 def cmd_ask(args: argparse.Namespace) -> int:
     from rag.serve.folder_lab import add_files
 
-    lab = _lab(args)
+    lab = open_lab(args)
     r = lab.ask(
         args.question, k=args.k, retriever=args.retriever, answerer=args.answerer, judge=args.judge
     )
@@ -189,7 +203,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_chat(args: argparse.Namespace) -> int:
     from rag.serve.desk import Desk
 
-    desk = Desk(_lab(args))
+    desk = Desk(open_lab(args))
     history: list[dict[str, str]] = []
     print("Ask about the corpus; an empty line or Ctrl-D ends the chat.", file=sys.stderr)
     for line in sys.stdin:
@@ -246,9 +260,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("-k", type=k_arg, default=5, help="hits (default 5)")
     s.add_argument("--retriever", default="hybrid", choices=RETRIEVERS)
     s.add_argument("--per-paper-cap", type=int, default=None, help="max hits per paper")
-    s.add_argument("--json", action="store_true", help="machine-readable output")
-    _common(s)
-    s.set_defaults(func=cmd_search)
+    lab_command(s, cmd_search)
 
     a = sub.add_parser("ask", help="answer a question with [n] citations")
     a.add_argument("question")
@@ -258,9 +270,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--judge", action="store_true", help="the offline judge's verdict per claim")
     a.add_argument("-k", type=k_arg, default=None, help="chunks retrieved (default: the profile's)")
     a.add_argument("--retriever", default=None, choices=RETRIEVERS)
-    a.add_argument("--json", action="store_true", help="machine-readable output")
-    _common(a)
-    a.set_defaults(func=cmd_ask)
+    lab_command(a, cmd_ask)
 
     c = sub.add_parser("chat", help="interactive questions with follow-up rewriting")
     c.add_argument("--answerer", "--model", dest="answerer", default="extractive",
@@ -270,8 +280,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--retriever", default=None, choices=RETRIEVERS)
     c.add_argument("--rewrite-model", default=None, help="LLM rewriter (default: the rules)")
     c.add_argument("--bypass-rewrite", action="store_true", help="retrieve with what you type")
-    _common(c)
-    c.set_defaults(func=cmd_chat)
+    lab_command(c, cmd_chat, with_json=False)
 
     v = sub.add_parser("serve", help="the HTTP service and demo page (FastAPI + uvicorn)")
     v.add_argument("--host", default="127.0.0.1")
@@ -283,5 +292,4 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="requests a client may send at once (default 60)")  # fmt: skip
     v.add_argument("--log-level", default="info")
     v.add_argument("--no-access-log", action="store_true")
-    _common(v)
-    v.set_defaults(func=cmd_serve)
+    lab_command(v, cmd_serve, with_json=False)

@@ -12,7 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from rag.serve.commands import _common, _lab, k_arg, whole_up_to
+from rag.serve import commands  # open_lab looked up per call: the lab rag ask would load
+from rag.serve.commands import k_arg, lab_command, whole_up_to
 
 RELATED_METHODS = ("text", "cocitation", "coupling", "popularity", "fusion")
 
@@ -20,7 +21,7 @@ RELATED_METHODS = ("text", "cocitation", "coupling", "popularity", "fusion")
 def _desk(args: argparse.Namespace):
     from rag.serve.desk import Desk
 
-    return Desk(_lab(args))
+    return Desk(commands.open_lab(args))
 
 
 def _print_links(title: str, links: list[dict[str, Any]]) -> None:
@@ -109,7 +110,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from rag.serve.mcp_server import build_server, protect_stdout, run_stdio
 
     proto = None if args.http else protect_stdout()  # before loading: nothing else writes there
-    server = build_server(Desk(_lab(args)), host=args.host, port=args.port)
+    server = build_server(Desk(commands.open_lab(args)), host=args.host, port=args.port)
     if proto is None:
         server.run("streamable-http")
     else:
@@ -121,25 +122,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register ``cites``, ``related``, ``summary``, ``research`` and ``mcp`` on ``rag``."""
     c = sub.add_parser("cites", help="what a paper cites and which corpus papers cite it")
     c.add_argument("arxiv_id")
-    c.add_argument("--json", action="store_true", help="machine-readable output")
-    _common(c)
-    c.set_defaults(func=cmd_cites)
+    lab_command(c, cmd_cites)
 
     r = sub.add_parser("related", help="related corpus papers (text, citations, or fusion)")
     r.add_argument("arxiv_id")
     r.add_argument("-k", type=k_arg, default=10, help="papers (default 10)")
     r.add_argument("--method", default="fusion", choices=RELATED_METHODS)
-    r.add_argument("--json", action="store_true", help="machine-readable output")
-    _common(r)
-    r.set_defaults(func=cmd_related)
+    lab_command(r, cmd_related)
 
     s = sub.add_parser("summary", help="a judged summary of a paper")
     s.add_argument("arxiv_id")
     s.add_argument("--sentences", type=int, default=5, help="at most this many (1-20)")
     s.add_argument("--model", default=None, help="a chat model (default: extractive, offline)")
-    s.add_argument("--json", action="store_true", help="machine-readable output")
-    _common(s)
-    s.set_defaults(func=cmd_summary)
+    lab_command(s, cmd_summary)
 
     q = sub.add_parser("research", help="a question worked through the desk's tools")
     q.add_argument("question")
@@ -147,13 +142,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="a tool-calling model (openai:, groq:, ollama:, openai-compatible:); "
                    "default or a local model: the fixed plan search, related, ask")  # fmt: skip
     q.add_argument("--max-steps", type=max_steps_arg, default=6, help="tool calls (default 6)")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
-    _common(q)
-    q.set_defaults(func=cmd_research)
+    lab_command(q, cmd_research)
 
     m = sub.add_parser("mcp", help="the paper desk as an MCP server (stdio; --http for HTTP)")
     m.add_argument("--http", action="store_true", help="streamable HTTP on --host:--port")
     m.add_argument("--host", default="127.0.0.1", help="(--http) default 127.0.0.1")
     m.add_argument("--port", type=int, default=8765, help="(--http) default 8765")
-    _common(m)
-    m.set_defaults(func=cmd_mcp)
+    lab_command(m, cmd_mcp, with_json=False)
