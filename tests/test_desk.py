@@ -146,6 +146,19 @@ def index_dir(tmp_path_factory, shared_dir):
     return str(tmp_path_factory.mktemp("desk-cli") / "served")
 
 
+def test_the_desk_commands_load_the_lab_when_they_run(lab, monkeypatch, capsys):
+    """The desk commands find ``commands.open_lab`` at call time, as ``rag ask`` does: a lab
+    bound when the module was first imported would outlive whoever replaced it then."""
+    from rag.serve import commands, desk_commands
+
+    assert desk_commands.add_parsers  # imported before the lab is replaced
+    monkeypatch.setattr(commands, "open_lab", lambda args, **kw: lab)
+    code, out, err = rag(capsys, "cites", FASTTEXT_CLS, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d == Desk(lab).citations(FASTTEXT_CLS) and len(d["cites"]) == 4
+
+
 def test_rag_cites_prints_both_directions(index_dir, capsys):
     code, out, err = rag(capsys, "cites", SBERT, "--json", *smoke(index_dir))
     assert code == 0, err

@@ -494,7 +494,7 @@ def test_cli_search_ask_chat(lab, monkeypatch, capsys):
     from rag import cli
     from rag.serve import commands
 
-    monkeypatch.setattr(commands, "_lab", lambda args, **kw: lab)
+    monkeypatch.setattr(commands, "open_lab", lambda args, **kw: lab)
     assert cli.main(["search", "hierarchical softmax", "-k", "2", "--json"]) == 0
     hits = json.loads(capsys.readouterr().out)["hits"]
     assert len(hits) == 2 and hits[0]["arxiv_id"] == "1607.01759"
@@ -545,7 +545,7 @@ def test_chat_gives_the_same_turn_through_every_door(lab, monkeypatch, capsys):
             (x["n"], x["chunk_id"], x["cited"]) for x in desk["citations"]
         ]
         assert door["judgement"]["claims"] == desk["judgement"]["claims"]
-    monkeypatch.setattr(commands, "_lab", lambda args, **kw: lab)
+    monkeypatch.setattr(commands, "open_lab", lambda args, **kw: lab)
     monkeypatch.setattr("sys.stdin", io.StringIO(f"{HISTORY[0]['content']}\n{follow_up}\n\n"))
     assert cli.main(["chat", "-k", "3", "--judge"]) == 0
     out = capsys.readouterr().out
