@@ -52,6 +52,14 @@ class Answer:
         """A JSON-ready dict (citation keys become strings in JSON)."""
         return asdict(self)
 
+    def usage(self) -> dict[str, Any]:
+        """What producing it took (tokens in and out, cost, latency, cache state), as the
+        keywords of :func:`make_answer`: an answer rebuilt from this one keeps them."""
+        return {
+            f: getattr(self, f)
+            for f in ("tokens_in", "tokens_out", "cost_usd", "latency_s", "cached")
+        }
+
 
 def make_answer(text: str, context: Context, answerer: str, **usage: Any) -> Answer:
     """Parse ``text`` and resolve its ``[n]`` citations against ``context``."""
