@@ -33,8 +33,9 @@ from typing import Any
 from rag import paths
 from rag.corpus.manifest import load_manifest
 from rag.corpus.pdf_meta import read_meta
+from rag.corpus.title_scores import parse_pdf_args
 from rag.corpus.titlecheck import normalise
-from rag.paths import CACHE_ENV, default_mirror, display, project_root
+from rag.paths import CACHE_ENV, display
 
 
 def measure(manifest: Path | None, pdf_dir: Path) -> dict[str, Any]:
@@ -253,15 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="title resolution with ids hidden: manifest titles vs titles from PDFs",
     )
-    ap.add_argument("--manifest", type=Path, default=None, help="default data/manifest.jsonl")
-    ap.add_argument("--pdf-dir", type=Path, default=None, help="default: the PDF mirror")
-    ap.add_argument(
-        "--out", type=Path, default=project_root() / "outputs" / "bench" / "folder_titles.json"
-    )
-    args = ap.parse_args(argv)
-    pdf_dir = args.pdf_dir or default_mirror()
-    if pdf_dir is None:
-        ap.error("no PDF mirror found; pass --pdf-dir")
+    args, pdf_dir = parse_pdf_args(ap, argv, "folder_titles.json")
     if args.growth:
         work = args.workdir or Path(tempfile.mkdtemp(prefix="folder-growth-"))
         q = "How does the model handle out-of-vocabulary words?"

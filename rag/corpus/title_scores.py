@@ -74,18 +74,26 @@ def measure(papers: list[Paper], pdf_dir: Path) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Measure the title scores over a manifest's PDFs and write them as JSON."""
-    ap = argparse.ArgumentParser(prog="python -m rag.corpus.title_scores", description=__doc__)
+def parse_pdf_args(
+    ap: argparse.ArgumentParser, argv: list[str] | None, out: str
+) -> tuple[argparse.Namespace, Path]:
+    """Add ``--manifest``, ``--pdf-dir`` and ``--out`` (default ``outputs/bench/<out>``) to a
+    measurement's parser, parse ``argv``, and find the PDFs (``--pdf-dir``, else the mirror;
+    neither: a usage error)."""
     ap.add_argument("--manifest", type=Path, default=None, help="default data/manifest.jsonl")
     ap.add_argument("--pdf-dir", type=Path, default=None, help="default: the PDF mirror")
-    ap.add_argument(
-        "--out", type=Path, default=project_root() / "outputs" / "bench" / "title_check.json"
-    )
+    ap.add_argument("--out", type=Path, default=project_root() / "outputs" / "bench" / out)
     args = ap.parse_args(argv)
     pdf_dir = args.pdf_dir or default_mirror()
     if pdf_dir is None:
         ap.error("no PDF mirror found; pass --pdf-dir")
+    return args, pdf_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure the title scores over a manifest's PDFs and write them as JSON."""
+    ap = argparse.ArgumentParser(prog="python -m rag.corpus.title_scores", description=__doc__)
+    args, pdf_dir = parse_pdf_args(ap, argv, "title_check.json")
     result = measure(load_manifest(args.manifest), pdf_dir)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
