@@ -15,7 +15,7 @@ import hashlib
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -36,6 +36,39 @@ CACHE_FORMAT_VERSION = 1
 def text_key(text: str) -> bytes:
     """sha256 of a text (the per-text half of the cache key; the file holds one fingerprint)."""
     return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def distinct_texts(
+    ids: list[str], texts: list[str], caller: str
+) -> tuple[list[bytes], dict[bytes, int]]:
+    """Each text's cache key, and the first position of every distinct key (identical texts are
+    embedded once), after checking that ``ids`` and ``texts`` align.
+
+    Raises:
+        IndexBuildError: one id per text is not given; the message names ``caller``.
+    """
+    if len(ids) != len(texts):
+        raise IndexBuildError(f"{caller}: {len(ids)} ids but {len(texts)} texts; align them")
+    keys = [text_key(t) for t in texts]
+    first: dict[bytes, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    return keys, first
+
+
+def longest_first(
+    first: dict[bytes, int], found: Container[bytes], texts: list[str]
+) -> list[bytes]:
+    """The keys of ``first`` not ``found``, longest text first (similar lengths batch with
+    little padding), ties in text order."""
+    todo = [k for k in first if k not in found]
+    todo.sort(key=lambda k: (-len(texts[first[k]]), first[k]))
+    return todo
+
+
+def default_block(embedder: object) -> int:
+    """Texts per model call and commit when none is given: 8 batches, at least 128."""
+    return max(128, 8 * int(getattr(embedder, "batch_size", 32)))
 
 
 def cache_path(fingerprint: str) -> Path:
@@ -226,18 +259,13 @@ def embed_texts(
         stats: filled with counts: ``cached`` (found at the start), ``embedded`` (by this call)
             and ``done_elsewhere`` (committed by another run while this one waited).
     """
-    if len(ids) != len(texts):
-        raise IndexBuildError(f"embed_texts: {len(ids)} ids but {len(texts)} texts; align them")
+    keys, first = distinct_texts(ids, texts, "embed_texts")
     stats = stats if stats is not None else {}
     dim = int(embedder.dim)
     out = np.zeros((len(texts), dim), dtype=np.float32)
     if not texts:
         return out
-    keys = [text_key(t) for t in texts]
-    first: dict[bytes, int] = {}
-    for i, k in enumerate(keys):
-        first.setdefault(k, i)
-    block = block_size or max(128, 8 * int(getattr(embedder, "batch_size", 32)))
+    block = block_size or default_block(embedder)
     shards = max(1, int(getattr(embedder, "passage_shards", 1)))
 
     def encode(part: list[bytes]) -> np.ndarray:
@@ -253,8 +281,7 @@ def embed_texts(
 
     def run(vc: VectorCache | None) -> None:
         found = vc.get(list(first)) if vc is not None else {}
-        todo = [k for k in first if k not in found]
-        todo.sort(key=lambda k: (-len(texts[first[k]]), first[k]))
+        todo = longest_first(first, found, texts)
         stats.update(cached=len(found), embedded=0, done_elsewhere=0)
         logger.info(
             "embed_texts[%s]: %d texts, %d unique, %d cached, %d to embed",

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from rag import paths
 from rag.errors import ConfigError, IndexBuildError
 from rag.index.embed import Embedder, load_embedder, normalise
-from rag.index.embed_cache import VectorCache, text_key
+from rag.index.embed_cache import VectorCache, default_block, distinct_texts, longest_first
 from rag.shard import process_env
 
 logger = logging.getLogger(__name__)
@@ -175,24 +175,18 @@ def ray_embed_texts(
     """
     import ray
 
-    if len(ids) != len(texts):
-        raise IndexBuildError(f"ray_embed_texts: {len(ids)} ids but {len(texts)} texts; align them")
+    keys, first = distinct_texts(ids, texts, "ray_embed_texts")
     stats = stats if stats is not None else {}
     local = _make(embedder)
     dim = int(local.dim)
     out = np.zeros((len(texts), dim), dtype=np.float32)
     if not texts:
         return out
-    keys = [text_key(t) for t in texts]
-    first: dict[bytes, int] = {}
-    for i, k in enumerate(keys):
-        first.setdefault(k, i)
-    block = block_size or max(128, 8 * int(getattr(local, "batch_size", 32)))
+    block = block_size or default_block(local)
     # one job per cache at a time: a second run waits, then finds the first one's vectors
     with VectorCache.open(local.fingerprint, dim, name=local.name) as vc, vc.lock():
         found = vc.get(list(first))
-        todo = [k for k in first if k not in found]
-        todo.sort(key=lambda k: (-len(texts[first[k]]), first[k]))
+        todo = longest_first(first, found, texts)
         stats.update(cached=len(found), embedded=len(todo), blocks=-(-len(todo) // block))
         logger.info(
             "ray_embed_texts: %d unique, %d cached, %d to embed", len(first), len(found), len(todo)
