@@ -13,6 +13,7 @@ Transports: stdio (what desktop clients start) or streamable HTTP on 127.0.0.1.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
@@ -65,85 +66,86 @@ async def _call(fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, A
         raise ToolError(f"{type(e).__name__}: {e}") from e
 
 
+def _signature(model: type[BaseModel]) -> inspect.Signature:
+    """A tool's parameters as the desk's ``model`` declares them, in its order: each typed ``Any``
+    with the field's schema (:func:`_f`), required where the model requires it, else with the
+    model's default, so the tool and the desk cannot disagree on a default."""
+    empty = inspect.Parameter.empty
+    params = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=empty if field.is_required() else field.default,
+            annotation=Annotated[Any, _f(model, name)],
+        )
+        for name, field in model.model_fields.items()
+    ]
+    return inspect.Signature(params, return_annotation=dict[str, Any])
+
+
 def build_server(desk: Desk, *, host: str = "127.0.0.1", port: int = 8765) -> FastMCP:
     """The MCP server over ``desk``: its tools and one ``paper://`` resource per served paper."""
     mcp = FastMCP("arxiv-rag-lab", instructions=INSTRUCTIONS, host=host, port=port)
 
-    @mcp.tool()
+    def tool(model: type[BaseModel] | None = None) -> Callable[[Any], Any]:
+        """Register a tool whose parameters are ``model``'s fields (:func:`_signature`)."""
+
+        def register(fn: Any) -> Any:
+            if model is not None:
+                fn.__signature__ = _signature(model)
+            return mcp.tool()(fn)
+
+        return register
+
+    @tool()
     async def list_papers() -> dict[str, Any]:
         """Every paper of the served corpus: arXiv id, title, category, chunk count."""
         return await _call(desk.list_papers)
 
-    @mcp.tool()
-    async def search(
-        query: Annotated[Any, _f(SearchArgs, "query")],
-        k: Annotated[Any, _f(SearchArgs, "k")] = 5,
-        retriever: Annotated[Any, _f(SearchArgs, "retriever")] = None,
-    ) -> dict[str, Any]:
+    @tool(SearchArgs)
+    async def search(**kw: Any) -> dict[str, Any]:
         """Ranked passages (chunks) for a query, each with paper, page, section and text."""
-        return await _call(desk.search, query=query, k=k, retriever=retriever)
+        return await _call(desk.search, **kw)
 
-    @mcp.tool()
-    async def ask(
-        question: Annotated[Any, _f(AskArgs, "question")],
-        k: Annotated[Any, _f(AskArgs, "k")] = None,
-        retriever: Annotated[Any, _f(AskArgs, "retriever")] = None,
-        answerer: Annotated[Any, _f(AskArgs, "answerer")] = "extractive",
-        judge: Annotated[Any, _f(AskArgs, "judge")] = True,
-    ) -> dict[str, Any]:
+    @tool(AskArgs)
+    async def ask(**kw: Any) -> dict[str, Any]:
         """An answer from the corpus with numbered [n] citations (page and quote of each source)
         and, with judge, the offline judge's verdict on every claim."""
-        return await _call(desk.ask, question=question, k=k, retriever=retriever,
-                           answerer=answerer, judge=judge)  # fmt: skip
+        return await _call(desk.ask, **kw)
 
-    @mcp.tool()
-    async def judge(
-        claim: Annotated[Any, _f(JudgeArgs, "claim")],
-        source: Annotated[Any, _f(JudgeArgs, "source")],
-    ) -> dict[str, Any]:
+    @tool(JudgeArgs)
+    async def judge(**kw: Any) -> dict[str, Any]:
         """The offline judge's verdict (label, score, reason) on one claim against a passage's
         text or a served chunk id (from search or read), as ask judges each of its claims."""
-        return await _call(desk.judge, claim=claim, source=source)
+        return await _call(desk.judge, **kw)
 
-    @mcp.tool()
-    async def get_paper(arxiv_id: Annotated[Any, _f(PaperArgs, "arxiv_id")]) -> dict[str, Any]:
+    @tool(PaperArgs)
+    async def get_paper(**kw: Any) -> dict[str, Any]:
         """A paper's metadata (title, category, version, URL, pages) and its sections in order."""
-        return await _call(desk.get_paper, arxiv_id=arxiv_id)
+        return await _call(desk.get_paper, **kw)
 
-    @mcp.tool()
-    async def read(
-        arxiv_id: Annotated[Any, _f(ReadArgs, "arxiv_id")] = None,
-        page: Annotated[Any, _f(ReadArgs, "page")] = None,
-        chunk_id: Annotated[Any, _f(ReadArgs, "chunk_id")] = None,
-    ) -> dict[str, Any]:
+    @tool(ReadArgs)
+    async def read(**kw: Any) -> dict[str, Any]:
         """The indexed text of one page of a paper (arxiv_id and page), or one chunk by id."""
-        return await _call(desk.read, arxiv_id=arxiv_id, page=page, chunk_id=chunk_id)
+        return await _call(desk.read, **kw)
 
-    @mcp.tool()
-    async def citations(arxiv_id: Annotated[Any, _f(PaperArgs, "arxiv_id")]) -> dict[str, Any]:
+    @tool(PaperArgs)
+    async def citations(**kw: Any) -> dict[str, Any]:
         """What a paper cites (in the corpus or resolved arXiv ids outside it) and which corpus
         papers cite it, each link with how it was resolved and the raw reference."""
-        return await _call(desk.citations, arxiv_id=arxiv_id)
+        return await _call(desk.citations, **kw)
 
-    @mcp.tool()
-    async def related(
-        arxiv_id: Annotated[Any, _f(RelatedArgs, "arxiv_id")],
-        k: Annotated[Any, _f(RelatedArgs, "k")] = 10,
-        method: Annotated[Any, _f(RelatedArgs, "method")] = "fusion",
-    ) -> dict[str, Any]:
+    @tool(RelatedArgs)
+    async def related(**kw: Any) -> dict[str, Any]:
         """The corpus papers most related to one, by text similarity, co-citation, coupling,
         popularity, or fusion (RRF of text and co-citation)."""
-        return await _call(desk.related, arxiv_id=arxiv_id, k=k, method=method)
+        return await _call(desk.related, **kw)
 
-    @mcp.tool()
-    async def summarize(
-        arxiv_id: Annotated[Any, _f(SummaryArgs, "arxiv_id")],
-        sentences: Annotated[Any, _f(SummaryArgs, "sentences")] = 5,
-        model: Annotated[Any, _f(SummaryArgs, "model")] = None,
-    ) -> dict[str, Any]:
+    @tool(SummaryArgs)
+    async def summarize(**kw: Any) -> dict[str, Any]:
         """A section-aware summary of a paper (its abstract not read; extractive offline, or by
         a chat model), each sentence with the offline judge's verdict against the paper."""
-        return await _call(desk.summarize, arxiv_id=arxiv_id, sentences=sentences, model=model)
+        return await _call(desk.summarize, **kw)
 
     @mcp.resource(
         "paper://{arxiv_id}", name="paper", mime_type="application/json",
