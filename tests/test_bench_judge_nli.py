@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 
-from rag.bench.judge_nli import ScoreJudge, compare, corpus_claims_file
+from rag.bench.judge_nli import ScoreJudge, compare
+from rag.evaluation.judge_validation import lab_claims
 from rag.verdicts import Verdict
 
 
 def test_the_corpus_claims_become_a_scifact_judge_file(tmp_cache):
-    rows = [json.loads(x) for x in corpus_claims_file().read_text().splitlines()]
+    path, kinds = lab_claims()
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
     assert len(rows) >= 90
     assert {r["label"] for r in rows} == {"SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO"}
     assert not any("\ufb01" in r["abstract"] for r in rows), "ligatures expanded as chunks are"
-    assert all(r["kind"] and r["claim"] and r["claim_id"].startswith("cc-") for r in rows)
+    assert all(r["claim"] and r["claim_id"].startswith("cc-") for r in rows)
+    assert len(kinds) == len(rows) and all(kinds) and len(set(kinds)) >= 9
 
 
 class Always:
@@ -28,11 +31,11 @@ def test_compare_scores_every_judge_and_pairs_them_with_the_baseline(tmp_path):
     path = tmp_path / "pairs.jsonl"
     labels = ["SUPPORT", "SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO"]
     path.write_text("".join(json.dumps({"claim_id": str(i), "claim": f"claim {i}",
-                                        "abstract": "a passage.", "label": lab,
-                                        "kind": "k" + lab[0]}) + "\n"
+                                        "abstract": "a passage.", "label": lab}) + "\n"
                             for i, lab in enumerate(labels)))  # fmt: skip
     oracle = ScoreJudge("oracle", lambda pairs: [1.0, 1.0, 0.0, 0.0], 0.5)
-    out = compare({"yes": Always("supported"), "oracle": oracle}, path, "yes")
+    kinds = ["k" + lab[0] for lab in labels]
+    out = compare({"yes": Always("supported"), "oracle": oracle}, path, "yes", kinds)
     assert out["yes"]["balanced_accuracy"] == 0.5 and out["oracle"]["balanced_accuracy"] == 1.0
     assert out["yes"]["contradict_recall"] == "0/1" and out["oracle"]["contradict_recall"] == "1/1"
     assert out["oracle"]["paired_minus_yes"]["diff"] == 0.5

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rag.bench.judges import keep_timing, model_time, paired_balanced_accuracy, run
+from rag.bench.judges import keep_timing, model_time, run
+from rag.evaluation.judge_validation import paired_balanced_accuracy
 
 
 def test_identical_judges_differ_by_nothing():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from rag.errors import ConfigError, JudgeError
@@ -85,7 +86,7 @@ def pinned(tmp_path_factory):
     return root, digest
 
 
-def test_the_judge_is_a_claim_judge_and_keeps_pair_order(pinned):
+def test_the_judge_is_a_claim_judge_and_keeps_pair_order(pinned, tmp_cache):
     judge = NliJudge("tiny", pin_root=pinned[0])
     assert isinstance(judge, ClaimJudge)
     ctx = "Dense retrieval improves recall. BM25 is a lexical baseline."
@@ -97,6 +98,17 @@ def test_the_judge_is_a_claim_judge_and_keeps_pair_order(pinned):
     assert 0.0 <= out[0].score <= 1.0 and set(out[0].trace) >= {"p_supported", "p_contradicted"}
     with pytest.raises(JudgeError, match="empty claim"):
         judge.verdict("  ", ctx)
+
+
+def test_scores_are_cached_on_disk_and_a_rerun_runs_no_model(pinned, tmp_cache):
+    ctx = "Dense retrieval improves recall. BM25 is a lexical baseline."
+    pairs = [("Dense retrieval improves recall.", ctx), ("BM25 improves recall.", ctx)]
+    first = NliJudge("tiny", pin_root=pinned[0]).scores(pairs)
+    again = NliJudge("tiny", pin_root=pinned[0])
+    again.model = None  # any model call would now fail
+    assert np.array_equal(again.scores(pairs[::-1]), first[::-1])
+    other = NliJudge("tiny", pin_root=pinned[0], max_units=1)  # another key: computed afresh
+    assert other.scores(pairs[:1]).shape == (1, 3)
 
 
 def test_a_pinned_artifact_whose_bytes_change_is_refused_naming_both_digests(pinned, tmp_path):

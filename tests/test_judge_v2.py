@@ -287,6 +287,48 @@ def test_validate_judges_table_shape_and_recalls(tmp_path):
         validate_judges({}, p)
 
 
+class SaysJudge(WordJudge):
+    """WordJudge that also passes the claims in ``passes`` (a judge fooled by them)."""
+
+    def __init__(self, name, passes):
+        super().__init__(name)
+        self.passes = passes
+
+    def verdict(self, claim, context):
+        if claim in self.passes:
+            return Verdict("supported", 1.0, "fooled")
+        return super().verdict(claim, context)
+
+
+def test_validate_judges_pairs_each_judge_with_the_baseline_and_tallies_groups(tmp_path):
+    rows = [
+        ("a b", "a b c", "SUPPORT"),
+        ("not a", "a b c", "CONTRADICT"),  # only the strict judge rejects it
+        ("not b", "a b c", "CONTRADICT"),  # likewise
+        ("a x", "a b c", "NOT_ENOUGH_INFO"),
+    ]
+    p = _write(
+        tmp_path,
+        [
+            {"claim_id": str(i), "claim": c, "abstract": a, "label": lab}
+            for i, (c, a, lab) in enumerate(rows)
+        ],
+    )
+    judges = {"old": SaysJudge("old", {"not a", "not b"}), "new": SaysJudge("new", set())}
+    groups = ["para", "negation", "negation", "extra"]
+    table, metrics = validate_judges(judges, p, baseline="old", groups=groups, n_resamples=100)
+    # old: SUPPORT 1/1, not-SUPPORT 1/3 -> 2/3; new: 1/1 and 3/3 -> 1.
+    assert metrics["new"]["paired"]["diff"] == pytest.approx(1 - 2 / 3)
+    assert metrics["new"]["paired"]["baseline"] == "old" and "paired" not in metrics["old"]
+    assert table.loc["new", "paired diff"] == "+0.333" and table.loc["old", "paired diff"] == ""
+    assert metrics["old"]["right_by_group"] == {"extra": "1/1", "negation": "0/2", "para": "1/1"}
+    assert metrics["new"]["right_by_group"]["negation"] == "2/2"
+    with pytest.raises(ConfigError, match="baseline 'gone'"):
+        validate_judges(judges, p, baseline="gone")
+    with pytest.raises(ConfigError, match="3 groups for 4 pairs"):
+        validate_judges(judges, p, groups=groups[:3])
+
+
 # -- LLM judges: agreement rule and repeats on local servers --------------------------------------
 
 

@@ -161,6 +161,13 @@ def test_faithfulness_metrics(smoke_run):
         assert m["not_run"][name].startswith("not run: no key"), m["not_run"][name]
     assert "gpt-4o-mini" not in m["judge_validation"]
     assert m["judges_not_run"]["gpt-4o-mini"].startswith("not run: no key")
+    # the lab's entailment judge is read on the same 80 pairs and paired with the default, whose
+    # own row carries no pairing; it grades no answer
+    nli = m["judge_validation"]["nli-minilm-v1"]
+    assert nli["n"] + nli["n_failures"] == 80 and "paired" not in jv
+    assert nli["paired"]["baseline"] == "offline-v2"
+    assert nli["paired"]["ci_low"] <= nli["paired"]["diff"] <= nli["paired"]["ci_high"]
+    assert m["faithfulness_judge"]["name"] == "offline-v2" and m["judge_claims"] == {}
     ext = m["answerers"]["extractive"]
     assert ext["cost_usd"] == 0.0 and ext["tokens"] == {"input": 0, "output": 0}
     # the extractive answerer copies each span verbatim from the one source it cites, so every

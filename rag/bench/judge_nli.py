@@ -22,7 +22,6 @@ on both sets: the 340 SciFact dev pairs and the 90 hand-labelled corpus claims
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,38 +31,8 @@ import numpy as np
 
 from rag import paths
 from rag.bench import write_json
-from rag.bench.judges import _summary, paired_balanced_accuracy
+from rag.bench.judges import _summary
 from rag.verdicts import Verdict
-
-CORPUS_CLAIMS = "data/judge/corpus_claims.jsonl"
-#: The corpus set's labels in SciFact's vocabulary.
-TO_SCIFACT = {"supported": "SUPPORT", "contradicted": "CONTRADICT", "not_said": "NOT_ENOUGH_INFO"}
-
-
-def corpus_claims_file(src: str = CORPUS_CLAIMS) -> Path:
-    """The hand-labelled corpus claims as a SciFact-format judge file (ligatures expanded, as the
-    chunk text a judge sees in use is)."""
-    from rag.text.normalize import expand_ligatures
-
-    out = paths.cache_dir("judge_corpus_claims") / "corpus_claims.scifact.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for line in paths.resolve(src).read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            r = json.loads(line)
-            lines.append(
-                json.dumps(
-                    {
-                        "claim_id": r["id"],
-                        "claim": r["claim"],
-                        "abstract": expand_ligatures(r["passage"]),
-                        "label": TO_SCIFACT[r["label"]],
-                        "kind": r["kind"],
-                    }
-                )
-            )
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
 
 
 class ScoreJudge:
@@ -139,48 +108,37 @@ def build_candidates(yesno: bool) -> dict[str, Any]:
     return {"judges": judges, "notes": notes}
 
 
-def compare(judges: dict[str, Any], path: str | Path, baseline: str) -> dict[str, Any]:
-    """Every judge on the labelled file ``path``, with the paired difference to ``baseline``."""
-    from rag.evaluation.judge_validation import validate_judge
+def compare(
+    judges: dict[str, Any], path: str | Path, baseline: str, kinds: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Every judge on the labelled file ``path``, with the paired difference to ``baseline`` (and
+    the pairs right by kind when ``kinds`` names each pair's kind)."""
+    from rag.evaluation.judge_validation import validate_judges
 
-    out, tables = {}, {}
-    for name, judge in judges.items():
-        metrics, tables[name] = validate_judge(judge, path)
-        s = _summary(metrics, len(tables[name]))
-        s["pairs_per_s"] = round(len(tables[name]) / max(metrics["seconds"], 1e-9), 2)
-        if hasattr(judge, "pairs_computed") and judge.pairs_computed:
+    _, metrics = validate_judges(judges, path, baseline=baseline, groups=kinds)
+    out = {}
+    for name, m in metrics.items():
+        judge = judges[name]
+        s = _summary(m, m["n"] + m["n_failures"])
+        s["pairs_per_s"] = round(m["n"] / m["seconds"], 2) if m["seconds"] else None
+        if getattr(judge, "pairs_computed", 0):
             s["model_seconds_per_pair"] = round(judge.seconds_computed / judge.pairs_computed, 2)
+        if "paired" in m:
+            s["paired_minus_" + baseline] = {
+                k: round(v, 4) for k, v in m["paired"].items() if k != "baseline"
+            }
+        if "right_by_group" in m:
+            s["right_by_kind"] = m["right_by_group"]
         out[name] = s
-    human = (tables[baseline]["human"] == "SUPPORT").to_numpy()
-    base = (tables[baseline]["judge"] == "supported").to_numpy()
-    for name, table in tables.items():
-        if name != baseline:
-            paired = paired_balanced_accuracy(
-                human, (table["judge"] == "supported").to_numpy(), base
-            )
-            out[name]["paired_minus_" + baseline] = {k: round(v, 4) for k, v in paired.items()}
-    if "kind" in json.loads(Path(path).read_text().splitlines()[0]):
-        kinds = [json.loads(x)["kind"] for x in Path(path).read_text().splitlines() if x.strip()]
-        for name, table in tables.items():
-            right = np.where(
-                table["human"] == "SUPPORT",
-                table["judge"] == "supported",
-                table["judge"] != "supported",
-            )
-            per: dict[str, list[int]] = {}
-            for k, ok in zip(kinds, right, strict=True):
-                per.setdefault(k, [0, 0])
-                per[k][0] += int(ok)
-                per[k][1] += 1
-            out[name]["right_by_kind"] = {k: f"{a}/{b}" for k, (a, b) in sorted(per.items())}
     return out
 
 
 def run(yesno: bool = False) -> dict[str, Any]:
-    from rag.evaluation.judge_validation import DEV_PATH
+    from rag.evaluation.judge_validation import DEV_PATH, lab_claims
     from rag.judge.offline import DEFAULT_JUDGE
 
     t0 = time.perf_counter()
+    claims, kinds = lab_claims()
     built = build_candidates(yesno)
     judges = built["judges"]
     return {
@@ -188,7 +146,7 @@ def run(yesno: bool = False) -> dict[str, Any]:
         "candidates_fitted_on": "SciFact judge_train's held-out grouped fold (fold 1 of 5)",
         "notes": built["notes"],
         "scifact_dev": compare(judges, paths.resolve(DEV_PATH), DEFAULT_JUDGE),
-        "corpus_claims": compare(judges, corpus_claims_file(), DEFAULT_JUDGE),
+        "corpus_claims": compare(judges, claims, DEFAULT_JUDGE, kinds),
         "seconds": round(time.perf_counter() - t0, 1),
         "command": "python -m rag.bench.judge_nli" + (" --yesno" if yesno else ""),
     }

@@ -24,58 +24,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
+from rag.evaluation.judge_validation import paired_balanced_accuracy
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUT = "outputs/bench/judge_{slug}.json"
-
-
-def paired_balanced_accuracy(
-    human_support: np.ndarray,
-    a_support: np.ndarray,
-    b_support: np.ndarray,
-    *,
-    n_resamples: int = 2000,
-    n_permutations: int = 10_000,
-    seed: int = 0,
-) -> dict[str, float]:
-    """Balanced accuracy of A minus B on the same pairs: CI and two-sided permutation p.
-
-    Args:
-        human_support: True where the human label is SUPPORT.
-        a_support, b_support: True where judge A / B said supported, aligned with the labels.
-    """
-    from scipy import stats as sps
-
-    from rag.evaluation.judge_validation import balanced_accuracy
-
-    y = np.asarray(human_support, dtype=bool)
-    a = np.asarray(a_support, dtype=bool)
-    b = np.asarray(b_support, dtype=bool)
-    diff = balanced_accuracy(y, a) - balanced_accuracy(y, b)
-    rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(n_resamples):
-        idx = rng.integers(0, len(y), len(y))
-        if y[idx].all() or not y[idx].any():
-            continue
-        boots.append(balanced_accuracy(y[idx], a[idx]) - balanced_accuracy(y[idx], b[idx]))
-    low, high = np.percentile(boots, [2.5, 97.5])
-
-    def stat(x: np.ndarray, z: np.ndarray, axis: int = -1) -> np.ndarray:
-        x, z = np.atleast_2d(x), np.atleast_2d(z)
-        out = [balanced_accuracy(y, xi.astype(bool)) - balanced_accuracy(y, zi.astype(bool))
-               for xi, zi in zip(x, z, strict=True)]  # fmt: skip
-        return np.asarray(out)
-
-    res = sps.permutation_test(
-        (a.astype(float), b.astype(float)), stat, permutation_type="samples",
-        vectorized=True, n_resamples=n_permutations, alternative="two-sided",
-        rng=np.random.default_rng(seed),
-    )  # fmt: skip
-    return {"diff": float(diff), "ci_low": float(low), "ci_high": float(high),
-            "p": float(min(1.0, res.pvalue))}  # fmt: skip
 
 
 def _summary(metrics: dict[str, Any], n_pairs: int) -> dict[str, Any]:

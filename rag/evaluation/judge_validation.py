@@ -13,12 +13,16 @@ or right silently.
 Per-class recall is the binary decision's recall within each human label: SUPPORT pairs judged
 ``supported``, CONTRADICT and NOT_ENOUGH_INFO pairs judged anything else (so CONTRADICT recall is
 the share of contradicted claims the judge does *not* pass). :func:`validate_judges` scores
-several judges on the same pairs into one tidy table ("old judge vs new judge"), and
-:func:`judge_card` keeps, per judge name, the numbers every faithfulness figure should sit beside.
+several judges on the same pairs into one tidy table ("old judge vs new judge"), each paired with a
+baseline judge (:func:`paired_balanced_accuracy`: the difference's bootstrap CI and a randomisation
+test), and :func:`judge_card` keeps, per judge name, the numbers every faithfulness figure should
+sit beside. :func:`lab_claims` reads the lab's hand-labelled claims about its corpus papers in the
+same format.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +33,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from rag import paths
+from rag.atomic import write_atomic
 from rag.errors import ConfigError, JudgeError
 from rag.evaluation.stats import bootstrap_ci
 from rag.judge import VERDICT_LABELS, ClaimJudge, Verdict
@@ -38,6 +43,45 @@ logger = logging.getLogger(__name__)
 HUMAN_LABELS = ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")
 FAILURE = "judge_failure"
 DEV_PATH = "../shared/datasets/scifact/judge_dev.jsonl"
+CLAIMS_PATH = "data/judge/corpus_claims.jsonl"
+#: The lab's claim labels in SciFact's vocabulary.
+CLAIM_LABELS = {"supported": "SUPPORT", "contradicted": "CONTRADICT", "not_said": "NOT_ENOUGH_INFO"}
+
+
+def lab_claims(src: str | Path = CLAIMS_PATH) -> tuple[Path, list[str]]:
+    """The lab's hand-labelled claims about its corpus papers as a SciFact-format judge file (in
+    the cache; ligatures expanded, as the chunk text a judge sees in use is), and each pair's kind.
+
+    ``data/judge/corpus_claims.jsonl`` rows are ``{id, claim, passage, label, kind, ...}`` with
+    labels ``supported``/``contradicted``/``not_said`` (docs/judge-corpus-set.md: how they were
+    written and read twice). They are reported only, never used to train or tune a judge.
+    """
+    from rag.text.normalize import expand_ligatures
+
+    p = paths.resolve(src)
+    if not p.exists():
+        raise ConfigError(f"labelled claims file {paths.display(p)} not found")
+    rows, kinds = [], []
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            label = CLAIM_LABELS[r["label"]]
+            rows.append(
+                {
+                    "claim_id": r["id"],
+                    "claim": r["claim"],
+                    "abstract": expand_ligatures(r["passage"]),
+                    "label": label,
+                }
+            )
+            kinds.append(r["kind"])
+        except (json.JSONDecodeError, KeyError) as e:
+            raise ConfigError(f"{paths.display(p)} line {n} is not a labelled claim: {e!r}") from e
+    out = paths.cache_dir("judge_corpus_claims") / f"{p.stem}.scifact.jsonl"
+    write_atomic(out, "".join(json.dumps(r) + "\n" for r in rows))
+    return out, kinds
 
 
 def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -155,10 +199,57 @@ def class_recall(human: np.ndarray, supported: np.ndarray) -> dict[str, dict]:
     return out
 
 
+def paired_balanced_accuracy(
+    human_support: np.ndarray,
+    a_support: np.ndarray,
+    b_support: np.ndarray,
+    *,
+    n_resamples: int = 2000,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Balanced accuracy of A minus B on the same pairs: CI and two-sided permutation p.
+
+    Args:
+        human_support: True where the human label is SUPPORT.
+        a_support, b_support: True where judge A / B said supported, aligned with the labels.
+    """
+    from scipy import stats as sps
+
+    y = np.asarray(human_support, dtype=bool)
+    a = np.asarray(a_support, dtype=bool)
+    b = np.asarray(b_support, dtype=bool)
+    diff = balanced_accuracy(y, a) - balanced_accuracy(y, b)
+    rng = np.random.default_rng(seed)
+    boots = []
+    for _ in range(n_resamples):
+        idx = rng.integers(0, len(y), len(y))
+        if y[idx].all() or not y[idx].any():
+            continue
+        boots.append(balanced_accuracy(y[idx], a[idx]) - balanced_accuracy(y[idx], b[idx]))
+    low, high = np.percentile(boots, [2.5, 97.5])
+
+    def stat(x: np.ndarray, z: np.ndarray, axis: int = -1) -> np.ndarray:
+        x, z = np.atleast_2d(x), np.atleast_2d(z)
+        out = [balanced_accuracy(y, xi.astype(bool)) - balanced_accuracy(y, zi.astype(bool))
+               for xi, zi in zip(x, z, strict=True)]  # fmt: skip
+        return np.asarray(out)
+
+    res = sps.permutation_test(
+        (a.astype(float), b.astype(float)), stat, permutation_type="samples",
+        vectorized=True, n_resamples=n_permutations, alternative="two-sided",
+        rng=np.random.default_rng(seed),
+    )  # fmt: skip
+    return {"diff": float(diff), "ci_low": float(low), "ci_high": float(high),
+            "p": float(min(1.0, res.pvalue))}  # fmt: skip
+
+
 def validate_judges(
     judges: Sequence[ClaimJudge] | dict[str, ClaimJudge],
     path: str | Path | None = None,
     *,
+    baseline: str | None = None,
+    groups: Sequence[str] | None = None,
     limit: int | None = None,
     n_resamples: int = 2000,
     seed: int = 0,
@@ -169,11 +260,17 @@ def validate_judges(
         judges: judges, or ``{display name: judge}`` (default names: ``judge.version`` when the
             judge has one, else ``judge.name``).
         path, limit, n_resamples, seed: as in :func:`validate_judge`.
+        baseline: a judge name: every other judge gets the paired difference of balanced
+            accuracy to it (:func:`paired_balanced_accuracy`, same pairs; a pair a judge fails
+            on counts as not supported), in its metrics as ``paired`` and in the table.
+        groups: one group name per pair (e.g. the kind of claim): each judge's metrics gain
+            ``right_by_group`` (``{group: "right/n"}``, right = the supported-or-not decision
+            agrees with the human label).
 
     Returns:
         ``(table, metrics)``: one table row per judge with balanced accuracy, its CI, per-class
-        recall (``k/n`` and the rate) and n; ``metrics`` maps each name to its
-        :func:`validate_judge` metrics.
+        recall (``k/n`` and the rate), n and the paired difference; ``metrics`` maps each name to
+        its :func:`validate_judge` metrics.
     """
     named = (
         dict(judges)
@@ -182,10 +279,30 @@ def validate_judges(
     )
     if not named:
         raise ConfigError("validate_judges needs at least one judge")
-    metrics = {
-        name: validate_judge(j, path, limit=limit, n_resamples=n_resamples, seed=seed)[0]
+    if baseline is not None and baseline not in named:
+        raise ConfigError(f"baseline {baseline!r} is not one of the judges {sorted(named)}")
+    runs = {
+        name: validate_judge(j, path, limit=limit, n_resamples=n_resamples, seed=seed)
         for name, j in named.items()
     }
+    metrics = {name: m for name, (m, _) in runs.items()}
+    said = {name: (t["judge"] == "supported").to_numpy() for name, (_, t) in runs.items()}
+    human = (next(iter(runs.values()))[1]["human"] == "SUPPORT").to_numpy()
+    if groups is not None:
+        groups = list(groups)[: len(human)]
+        if len(groups) != len(human):
+            raise ConfigError(f"{len(groups)} groups for {len(human)} pairs; give one per pair")
+        for name in named:
+            right = said[name] == human
+            metrics[name]["right_by_group"] = {
+                g: f"{int(right[[x == g for x in groups]].sum())}/{groups.count(g)}"
+                for g in sorted(set(groups))
+            }
+    if baseline is not None:
+        for name in named:
+            if name != baseline:
+                d = paired_balanced_accuracy(human, said[name], said[baseline], seed=seed)
+                metrics[name]["paired"] = {"baseline": baseline, **d}
     return validation_table(metrics), metrics
 
 
@@ -203,6 +320,11 @@ def validation_table(metrics: dict[str, dict]) -> pd.DataFrame:
         for h, r in m["class_recall"].items():
             row[f"{h} recall"] = None if r["recall"] is None else round(r["recall"], 3)
             row[f"{h} k/n"] = f"{r['k']}/{r['n']}"
+        if any("paired" in v for v in metrics.values()):
+            d = m.get("paired")
+            row["paired diff"] = "" if d is None else f"{d['diff']:+.3f}"
+            row["paired CI"] = "" if d is None else f"{d['ci_low']:+.3f} to {d['ci_high']:+.3f}"
+            row["p"] = "" if d is None else f"{d['p']:.4f}"
         rows.append(row)
     return pd.DataFrame(rows).set_index("judge")
 

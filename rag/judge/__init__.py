@@ -11,6 +11,7 @@ records without a model. The claim-level contract (:class:`Verdict`, :class:`Cla
 Modules:
 
 - ``artifact``: the stored judge and its content key
+- ``candidates``: the judges read beside the default in notebook 05, by name
 - ``contrast``: contradiction cues
 - ``features``: alignment features
 - ``fit``: features → classifiers by grouped CV

@@ -12,12 +12,15 @@ chosen on a held-out grouped fold of SciFact train, never on dev.
 The model is pinned in git as ``data/judge/<name>.json`` (recipe, data key, thresholds, the
 weights' sha256) beside ``<name>.safetensors`` (the trained parameters in fp16; the frozen word
 embeddings come from the packaged backbone). Loading re-hashes the weights and refuses a file
-whose digest differs from the pinned one, naming both.
+whose digest differs from the pinned one, naming both. A pair's scores are cached on disk by the
+weights' digest, ``max_units``, claim and context (:mod:`diskcache`), so a re-run judges nothing
+twice.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -114,18 +117,47 @@ class NliJudge:
     def fingerprint(self) -> str:
         return f"{self.name}:{self.meta['sha256'][:16]}:u{self.max_units}"
 
+    @functools.cached_property
+    def _cache(self) -> Any:
+        import diskcache
+
+        return diskcache.Cache(str(paths.cache_dir("judge_nli")))
+
+    def _key(self, claim: str, context: str) -> str:
+        blob = json.dumps([self.meta["sha256"], self.max_units, claim, context])
+        return hashlib.sha256(blob.encode()).hexdigest()
+
     def scores(self, pairs: Sequence[tuple[str, str]], desc: bool = False) -> np.ndarray:
         """Per (claim, context) pair: max p(supported), max p(contradicted), largest overlap."""
+        for claim, _ in pairs:
+            if not claim.strip():
+                raise JudgeError(
+                    "empty claim given to the entailment judge; pass a non-empty claim"
+                )
+        keys = [self._key(c, x) for c, x in pairs]
+        out = np.zeros((len(pairs), 3))
+        todo = []
+        for i, k in enumerate(keys):
+            hit = self._cache.get(k)
+            if hit is None:
+                todo.append(i)
+            else:
+                out[i] = hit
+        if todo:
+            fresh = self._score([pairs[i] for i in todo], desc)
+            for i, row in zip(todo, fresh, strict=True):
+                out[i] = row
+                self._cache.set(keys[i], [float(v) for v in row])
+        return out
+
+    def _score(self, pairs: Sequence[tuple[str, str]], desc: bool) -> np.ndarray:
+        """The model's scores for pairs not in the cache."""
         from tqdm.auto import tqdm
 
         from rag.judge.nli_train import predict
 
         flat, owner, overlaps = [], [], []
         for i, (claim, context) in enumerate(pairs):
-            if not claim.strip():
-                raise JudgeError(
-                    "empty claim given to the entailment judge; pass a non-empty claim"
-                )
             units, overlap = claim_units(context, self.max_units, claim)
             flat += [(claim, u) for u in units]
             owner += [i] * len(units)

@@ -30,6 +30,53 @@ def judge_validation(jm: dict[str, Any], target: float = 0.75) -> Any:
     return md(text)
 
 
+def _paired_line(m: dict[str, Any]) -> str:
+    d = m["paired"]
+    c = m["class_recall"]["CONTRADICT"]
+    return (
+        f"{interval(CI.from_dict(m, 'balanced_accuracy'))}, {d['diff']:+.3f} against "
+        f"{d['baseline']} on the same pairs (95 % CI {d['ci_low']:+.3f} to {d['ci_high']:+.3f}, "
+        f"randomisation p = {d['p']:.3f}), {c['k']} of {c['n']} contradictions caught"
+    )
+
+
+def judge_candidates(
+    dev: dict[str, Any], claims: dict[str, Any], default: str, not_run: dict[str, str]
+) -> Any:
+    """The candidate judges beside the default on SciFact dev (and the lab's own claims), and
+    whether one replaces it by the pre-registered rule: a paired difference on dev whose whole
+    95 % CI lies above zero."""
+    names = [n for n in dev if "paired" in dev[n]]
+    parts = []
+    for n in names:
+        text = f"`{n}` scores {_paired_line(dev[n])} on SciFact dev"
+        if n in claims and "paired" in claims[n]:
+            text += f"; on the claims about the corpus papers {_paired_line(claims[n])}"
+        parts.append(text + ".")
+    if claims.get(default):
+        c = claims[default]["class_recall"]["CONTRADICT"]
+        parts.append(
+            f"The default `{default}` scores "
+            f"{interval(CI.from_dict(claims[default], 'balanced_accuracy'))} on those claims and "
+            f"passes {c['n'] - c['k']} of {c['n']} that contradict their passage."
+        )
+    winners = [n for n in names if dev[n]["paired"]["ci_low"] > 0]
+    rule = (
+        "A candidate replaces the default only when its paired difference on SciFact dev lies "
+        "above zero across the whole 95 % CI (the rule written in docs/experiments.md before dev "
+        "was read) and it runs from a fresh clone; "
+    )
+    if not names:
+        rule += "no candidate ran here."
+    elif winners:
+        rule += f"{join([f'`{w}`' for w in winners])} clears it on these pairs."
+    else:
+        rule += f"none does, so `{default}` grades every answer below."
+    parts.append(rule)
+    parts += [f"`{n}`: {why}" for n, why in not_run.items()]
+    return md("**Reading.** " + " ".join(parts))
+
+
 def context_choice_reading(retriever: str, chunk: dict[str, Any]) -> Any:
     """Why the held-constant retriever: its chunk nDCG@10 in notebook 04's ``chunk`` block
     (``{}`` when 04 has not run on this profile), beside the best row there."""
