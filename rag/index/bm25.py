@@ -421,15 +421,7 @@ def load_or_build(
     saved = load_saved(lambda: BM25Index.load(directory, expected), directory, "BM25 index")
     if saved is not None:
         return saved
-    idx = BM25Index(
-        ids,
-        texts,
-        k1=settings.k1,
-        b=settings.b,
-        epsilon=settings.epsilon,
-        tokenizer=settings.tokenizer,
-        corpus_fp=expected["corpus_fingerprint"],
-    )
+    idx = BM25Index(ids, texts, **dict(settings), corpus_fp=expected["corpus_fingerprint"])
     idx.save(directory)
     return idx
 
