@@ -34,6 +34,7 @@ from rag.answer.extractive import ExtractiveAnswerer, ExtractiveSettings
 from rag.answer.gate import GatedAnswerer, GateSettings
 from rag.answer.llm import LLMAnswerer, LLMSettings
 from rag.answer.quote import QuoteAnswerer, QuoteSettings
+from rag.answer.support import threshold_field
 from rag.answer.support_extractive import SupportExtractiveAnswerer, SupportExtractiveSettings
 from rag.errors import ConfigError
 from rag.llm.base import ChatModel
@@ -66,12 +67,7 @@ class AnswerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    support_threshold: float = Field(
-        -1.0,
-        le=1.0,
-        description="p(supported) the extractive answerer and the gates need; negative: the "
-        "judge's own threshold.",
-    )
+    support_threshold: float = threshold_field("the extractive answerer and the gates need")
     max_spans: int = Field(1, ge=1, le=3, description="Spans the extractive answerer copies.")
     local_max_tokens: int = Field(
         256, ge=1, le=32768, description="Token budget of the plain-prompt row (local)."

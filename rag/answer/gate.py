@@ -12,14 +12,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from rag.answer.base import Answer, Answerer, make_answer, settings_with
 from rag.answer.claims import parse_answer
 from rag.answer.context import Context
 from rag.answer.prompts import REFUSAL
 from rag.answer.questions import declarative_form
-from rag.answer.support import judge_pairs, resolve_threshold, support_spans
+from rag.answer.support import judge_pairs, resolve_threshold, support_spans, threshold_field
 from rag.text.sentences import split_sentences
 from rag.verdicts import ClaimJudge
 
@@ -29,12 +29,7 @@ class GateSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    threshold: float = Field(
-        -1.0,
-        le=1.0,
-        description="p(supported) the best span needs; negative: the judge's own threshold "
-        "(rag.answer.support.resolve_threshold).",
-    )
+    threshold: float = threshold_field("the best span needs")
 
 
 class GatedAnswerer:

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
 
 from rag.answer.claims import source_sentences, split_claims
 from rag.answer.context import Context
@@ -95,6 +98,17 @@ def support_spans(judge: ClaimJudge, statement: str, context: Context, **kw: int
     spans.sort(key=lambda s: (-s.score, len(s.text), s.n, s.position))
     _MEMO[key] = spans
     return list(spans)
+
+
+def threshold_field(needs: str) -> Any:
+    """A settings field holding a support threshold: the p(supported) ``needs`` (what must reach
+    it), at most 1; negative, the default, defers to the judge's own (:func:`resolve_threshold`)."""
+    return Field(
+        -1.0,
+        le=1.0,
+        description=f"p(supported) {needs}; negative: the judge's own threshold "
+        "(rag.answer.support.resolve_threshold).",
+    )
 
 
 def resolve_threshold(judge: ClaimJudge, threshold: float) -> float:

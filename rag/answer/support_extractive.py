@@ -12,7 +12,7 @@ from rag.answer.base import Answer, make_answer, settings_with
 from rag.answer.context import Context
 from rag.answer.prompts import REFUSAL
 from rag.answer.questions import declarative_form, is_yes_no_question
-from rag.answer.support import Span, resolve_threshold, support_spans
+from rag.answer.support import Span, resolve_threshold, support_spans, threshold_field
 from rag.index.bm25 import Tokenizer, TokenizerSettings
 from rag.text.coverage import term_coverage
 from rag.verdicts import ClaimJudge
@@ -28,12 +28,7 @@ class SupportExtractiveSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    threshold: float = Field(
-        -1.0,
-        le=1.0,
-        description="p(supported) a span needs; negative: the judge's own threshold "
-        "(rag.answer.support.resolve_threshold).",
-    )
+    threshold: float = threshold_field("a span needs")
     max_spans: int = Field(1, ge=1, le=3, description="Spans copied, one per source sentence.")
 
 
