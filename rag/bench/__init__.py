@@ -32,6 +32,7 @@ Modules:
 - ``serve``: service load
 - ``verify``: verifying a fetched model on load, cold and warm
 - ``sweep_speed``: sweep speed
+- ``text_fixes``: TOC runs and hyphen joins in indexed chunks, paired
 """
 
 from __future__ import annotations

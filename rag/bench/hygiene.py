@@ -211,7 +211,7 @@ def paired_changes(
     return out
 
 
-def _check_committed(
+def check_committed(
     metrics: Mapping[str, Any], committed: Mapping[str, Any], names: Sequence[str]
 ) -> dict[str, Any]:
     """Largest absolute difference between recomputed and committed means, per retriever."""
@@ -229,7 +229,7 @@ def _top(scores: Mapping[str, float], k: int) -> list[str]:
     return sorted(scores, key=lambda d: (-scores[d], d))[:k]
 
 
-def _questions_differing(
+def questions_differing(
     comparison: Any, per_question_csv: str, scope: str, names: Sequence[str]
 ) -> dict[str, int | None]:
     """Per retriever, the questions whose nDCG@10, Recall@10 or MRR@10 differs from the committed
@@ -334,10 +334,10 @@ def measure(*, hyde: bool = False, scifact: bool = False, seed: int = 0) -> dict
     }
 
     committed = json.loads(paths.resolve(COMMITTED_04).read_text(encoding="utf-8"))
-    res["off_vs_committed_04_max_abs_diff"] = _check_committed(
+    res["off_vs_committed_04_max_abs_diff"] = check_committed(
         res["index_hygiene_false"]["metrics"], committed["corpus_gold"]["chunk"], names
     )
-    res["off_vs_committed_04_questions_differing"] = _questions_differing(
+    res["off_vs_committed_04_questions_differing"] = questions_differing(
         graded[False], COMMITTED_PER_QUESTION, "corpus_gold/chunk", names
     )
     if scifact:
@@ -366,7 +366,7 @@ def _scifact(committed: Mapping[str, Any], seed: int) -> dict[str, Any]:
     settings = RetrievalSettings(k=100, hybrid_pool=100, rerank_pool=30, n_variants=2)
     retrievers, _ = build_retrievers(RETRIEVERS, comps, settings)
     cmp = grade("scifact", run_all(retrievers, queries, 100), qrels, seed=seed)
-    differing = _questions_differing(cmp, COMMITTED_PER_QUESTION, "scifact", RETRIEVERS)
+    differing = questions_differing(cmp, COMMITTED_PER_QUESTION, "scifact", RETRIEVERS)
     metrics = {n: {m: cmp.evals[n].aggregate[m].to_dict() for m in METRICS} for n in RETRIEVERS}
     return {
         "queries": len(queries),
@@ -374,7 +374,7 @@ def _scifact(committed: Mapping[str, Any], seed: int) -> dict[str, Any]:
         "indexed_chunks": len(sf.chunks),
         "hygiene_keys_in_stats": sorted(k for k in sf.stats if "hygiene" in k),
         "metrics": metrics,
-        "max_abs_diff_vs_committed_04": _check_committed(metrics, committed, RETRIEVERS),
+        "max_abs_diff_vs_committed_04": check_committed(metrics, committed, RETRIEVERS),
         "questions_differing_from_committed_04": differing,
     }
 

@@ -16,7 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -154,20 +154,29 @@ def body_chunks(
 ) -> tuple[list[Chunk], dict[str, int]]:
     """:func:`rag.text.hygiene.split_body` of a chunk set, its result cached by the set's
     fingerprint and the classifier's version: classifying every chunk again was a fifth of the
-    CPU time of a warm ``rag ask``. A cached entry that does not fit the chunks is recomputed."""
+    CPU time of a warm ``rag ask``. The entry holds the kept ids and the texts hygiene repaired
+    (TOC runs cut, hyphen splits joined). A cached entry that does not fit the chunks is
+    recomputed."""
     if not enabled:
         return split_body(chunks, enabled=False)
     path = cache_dir("hygiene") / f"{_key(indexed_fingerprint(fingerprint, True))}.json"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        keep = set(record["kept"])
-        kept = [c for c in chunks if c.chunk_id in keep]
+        keep, texts = set(record["kept"]), record["texts"]
+        kept = [
+            replace(c, text=texts[c.chunk_id]) if c.chunk_id in texts else c
+            for c in chunks
+            if c.chunk_id in keep
+        ]
         if len(kept) == len(keep) == record["counts"]["body"]:
             return kept, dict(record["counts"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
     kept, counts = split_body(chunks, enabled=True)
-    write_atomic(path, json.dumps({"kept": [c.chunk_id for c in kept], "counts": counts}))
+    before = {c.chunk_id: c.text for c in chunks}
+    texts = {c.chunk_id: c.text for c in kept if c.text != before[c.chunk_id]}
+    record = {"kept": [c.chunk_id for c in kept], "counts": counts, "texts": texts}
+    write_atomic(path, json.dumps(record, ensure_ascii=False))
     return kept, counts
 
 

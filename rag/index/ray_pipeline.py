@@ -6,7 +6,8 @@ One row per PDF flows through three stages, each calling the serial path's own f
    writes the parse cache; a PDF that does not parse comes back as a row with its status.
 2. **chunk** (an actor that loads the tokenizer once): :func:`rag.text.chunk_cache.chunk_corpus`
    of the one paper (cached per paper) and :func:`rag.text.hygiene.split_body`, which marks the
-   chunks the index keeps. Both are per paper, so a paper's chunks are the serial path's.
+   chunks the index keeps and repairs their texts. Both are per paper, so a paper's chunks and
+   kept texts are the serial path's.
 3. **embed** (actors that load the embedder once): the kept texts the embedding cache does not
    hold yet go through :func:`rag.index.embed_cache.embed_texts` (unique, longest first, in
    blocks, normalised) with the cache off; the row carries the new vectors back.
@@ -77,6 +78,7 @@ def _row(paper_id: str, order: int, **kw: Any) -> dict[str, Any]:
         "parsed": "",
         "chunks": "",
         "kept": "",
+        "kept_texts": "",
         "new": "",
         "vecs": b"",
         "parse_s": 0.0,
@@ -137,6 +139,7 @@ class ChunkStage:
             **row,
             "chunks": json.dumps([c.to_dict() for c in chunks], ensure_ascii=False),
             "kept": json.dumps([i for i, c in enumerate(chunks) if c.chunk_id in keep]),
+            "kept_texts": json.dumps([c.text for c in kept], ensure_ascii=False),
             "chunk_s": time.perf_counter() - t0,
         }
 
@@ -158,8 +161,7 @@ class EmbedStage:
         if row["stage"]:
             return row
         t0 = time.perf_counter()
-        chunks = json.loads(row["chunks"])
-        texts = [chunks[i]["text"] for i in json.loads(row["kept"])]
+        texts = json.loads(row["kept_texts"])  # as hygiene repaired them
         try:
             found = self._cached([text_key(t) for t in texts])
             todo = list(dict.fromkeys(t for t in texts if text_key(t) not in found))

@@ -44,6 +44,20 @@ for more than a lone page number:
   the figure captions that a two-column page places after that heading, and those are body.
 * ``body`` otherwise.
 
+A chunk kept as ``body`` can still hold a *run* of a table of contents (the end of one where the
+introduction starts: ``. . . 20 C Results 20 C.1 Analysis . . . 20``), which an answer would
+show as a source and BM25 would match on. :func:`strip_toc_runs` cuts such runs out of the text
+and keeps the rest. A run is a maximal sequence of lines that are each a TOC line (above, or the
+looser ``D Full List of Instructions for GPT-4 21``, whose title holds a digit), a bare page
+number, a numbered heading without a page (``C Results``, its page on the next line), a
+*Contents* line or a title cut off in its dot leader (``2.3 Setup . . .``); trailing headings
+without a page (the body's own ``A SELF-RAG DETAILS`` after the last entry) are not part of it.
+A run is cut when it holds at least :data:`MIN_RUN_ENTRIES` entries (TOC lines and bare page
+numbers) and a dot leader or a *Contents* line, the chunk rule's guard against table rows.
+:func:`repair_chunks` does that and joins the words a PDF split across blocks
+(:mod:`rag.text.hyphens`) in the chunks the index keeps; labels are read on the unrepaired text,
+the text the hand labels were written on.
+
 The thresholds are majorities and minimum counts argued from what a TOC line and a reference
 entry look like; they were set before any chunk was labelled and are fitted neither to the labels
 nor to any gold answer. ``data/hygiene/labels.jsonl`` holds labels written by reading each chunk
@@ -58,13 +72,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+from rag.text.hyphens import Join, join_splits, vocabulary
 from rag.types import Chunk
 
-#: Bump whenever a change here changes a label: index caches key on it.
-HYGIENE_VERSION = "1"
+#: Bump whenever a change here changes a label or an indexed chunk's text: index caches key on it.
+#: 2: TOC runs inside body chunks stripped, block-boundary hyphen splits joined.
+HYGIENE_VERSION = "2"
 
 Label = Literal["toc", "references", "body"]
 LABELS: tuple[Label, ...] = ("toc", "references", "body")
@@ -77,11 +93,19 @@ MIN_TOC_LINES = 3
 MIN_REF_SIGNALS = 3
 #: The same under a References/Bibliography section title.
 MIN_REF_SIGNALS_UNDER_HEADING = 1
+#: Entries (TOC lines, bare page numbers) a run of TOC lines inside a chunk needs to be cut.
+MIN_RUN_ENTRIES = 2
 
 _LEADER_LINE = re.compile(r"(?:\.[ ]?){4,}[ ]*\d{1,4}[ ]*$")
 _HEADING_PAGE_LINE = re.compile(
     r"^(?:[A-Z]|\d{1,2})(?:\.\d{1,2})*\.?[ ]+[A-Za-z][^\d\n]{1,100}?[ ]\d{1,3}$"
 )
+_LOOSE_ENTRY = re.compile(
+    r"^(?:[A-Z]|\d{1,2})(?:\.\d{1,2})*\.?[ ]+[A-Za-z][^\n]{1,100}?[ ]\d{1,3}$"
+)
+_BARE_HEADING = re.compile(r"^(?:[A-Z]|\d{1,2})(?:\.\d{1,2})*\.?[ ]+[A-Z][^\n]{0,100}$")
+_PAGE_ONLY = re.compile(r"^\d{1,3}$")
+_CUT_LEADER = re.compile(r"(?:\.[ ]?){3,}$")
 _CONTENTS_LINE = re.compile(r"^(?:table of )?contents$", re.IGNORECASE)
 _REF_HEADING = re.compile(r"^(?:[\dA-Z]{1,3}\.?\s+)?(?:references|bibliography)\b", re.IGNORECASE)
 
@@ -176,12 +200,14 @@ def classify(text: str, section: str = "") -> Label:
 
 
 def split_body(
-    chunks: Iterable[Chunk], *, enabled: bool = True
+    chunks: Iterable[Chunk], *, enabled: bool = True, repair: bool = True
 ) -> tuple[list[Chunk], dict[str, int]]:
-    """The chunks labelled ``body`` (order kept) and how many of each label were seen.
+    """The chunks labelled ``body`` (order kept), repaired unless ``repair=False``
+    (:func:`repair_chunks`, each paper's vocabulary read from all of its chunks), and how many of
+    each label were seen; a body chunk that was nothing but a TOC run counts as ``toc``.
 
-    With ``enabled=False`` every chunk is kept and nothing is classified (counts are then only
-    ``{"body": n}``), the behaviour before hygiene.
+    With ``enabled=False`` every chunk is kept as it is and nothing is classified (counts are then
+    only ``{"body": n}``), the behaviour before hygiene.
     """
     items = list(chunks)
     if not enabled:
@@ -193,4 +219,102 @@ def split_body(
         counts[label] += 1
         if label == "body":
             kept.append(c)
+    if repair:
+        n = len(kept)
+        kept, _ = repair_chunks(kept, vocab_from=items)
+        counts["toc"] += n - len(kept)
+        counts["body"] = len(kept)
     return kept, counts
+
+
+# -- repairs inside kept chunks ------------------------------------------------------------------
+
+
+def _run_kind(line: str) -> str:
+    """``"leader"``, ``"entry"``, ``"page"``, ``"contents"``, ``"cut"``, ``"heading"`` for a line
+    that can belong to a TOC run, ``""`` for one that cannot."""
+    if _LEADER_LINE.search(line):
+        return "leader"
+    if _HEADING_PAGE_LINE.match(line) or _LOOSE_ENTRY.match(line):
+        return "entry"
+    if _PAGE_ONLY.match(line):
+        return "page"
+    if _CONTENTS_LINE.match(line):
+        return "contents"
+    if _CUT_LEADER.search(line):
+        return "cut"
+    if _BARE_HEADING.match(line):
+        return "heading"
+    return ""
+
+
+def strip_toc_runs(text: str) -> tuple[str, list[str]]:
+    """``text`` without its runs of table-of-contents lines (the module docstring says which),
+    and the runs cut (each as its lines joined by ``"\n"``); text with no run comes back as is."""
+    lines = [(m.start(), m.end(), m.group().strip()) for m in re.finditer(r"[^\n]+", text)]
+    lines = [ln for ln in lines if ln[2]]
+    kinds = [_run_kind(ln[2]) for ln in lines]
+    cuts: list[tuple[int, int]] = []
+    i = 0
+    while i < len(lines):
+        if not kinds[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and kinds[j]:
+            j += 1
+        end = j
+        while end > i and kinds[end - 1] == "heading":
+            end -= 1
+        run = kinds[i:end]
+        entries = sum(k in ("leader", "entry", "page") for k in run)
+        if entries >= MIN_RUN_ENTRIES and ("leader" in run or "contents" in run):
+            cuts.append((i, end))
+        i = j
+    if not cuts:
+        return text, []
+    out, runs, pos = [], [], 0
+    for a, b in cuts:
+        start = lines[a][0]
+        stop = lines[b][0] if b < len(lines) else len(text)
+        if b == len(lines):  # the run ends the chunk: the break before it goes too
+            start = lines[a - 1][1] if a > 0 else 0
+        out.append(text[pos:start])
+        runs.append("\n".join(ln[2] for ln in lines[a:b]))
+        pos = stop
+    out.append(text[pos:])
+    return "".join(out).strip(), runs
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """What :func:`repair_chunks` changed in one chunk's text."""
+
+    chunk_id: str
+    paper_id: str
+    toc_runs: tuple[str, ...]
+    joins: tuple[Join, ...]
+
+
+def repair_chunks(
+    chunks: Iterable[Chunk], vocab_from: Iterable[Chunk] | None = None
+) -> tuple[list[Chunk], list[Repair]]:
+    """The chunks with TOC runs cut (:func:`strip_toc_runs`) and block-boundary hyphen splits
+    joined (:func:`rag.text.hyphens.join_splits`, each paper's vocabulary read from the texts of
+    its chunks in ``vocab_from``, default ``chunks``), order and ids kept; a chunk left empty by
+    the cut is dropped. Also returns one :class:`Repair` per changed chunk."""
+    items = list(chunks)
+    texts: dict[str, list[str]] = {}
+    for c in items if vocab_from is None else vocab_from:
+        texts.setdefault(c.paper_id, []).append(c.text)
+    vocabs = {p: vocabulary(ts) for p, ts in texts.items()}
+    out: list[Chunk] = []
+    repairs: list[Repair] = []
+    for c in items:
+        text, runs = strip_toc_runs(c.text)
+        text, joins = join_splits(text, vocabs.get(c.paper_id) or vocabulary([c.text]))
+        if runs or joins:
+            repairs.append(Repair(c.chunk_id, c.paper_id, tuple(runs), tuple(joins)))
+        if text.strip():
+            out.append(replace(c, text=text) if text != c.text else c)
+    return out, repairs
