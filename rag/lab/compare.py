@@ -10,9 +10,8 @@ of the gold papers it reaches. A question outside the gold is compared without g
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from rag.lab import html as h
 from rag.lab.records import Record
@@ -55,14 +54,11 @@ def overlap(hits: Sequence[dict[str, Any]], gold: dict[str, Any], k: int) -> dic
     }
 
 
-@dataclasses.dataclass(repr=False)
-class Comparison(Record):
+class Comparison(
+    Record, kind="comparison", columns="retriever rank score arxiv_id page section chunk_id gold"
+):
     """The same question's rankings by several retrievers (``Lab.compare``)."""
 
-    kind: ClassVar[str] = "comparison"
-    columns: ClassVar[tuple[str, ...]] = tuple(
-        "retriever rank score arxiv_id page section chunk_id gold".split()
-    )
     question: str
     k: int
     runs: dict[str, dict[str, Any]]

@@ -12,20 +12,17 @@ from rag.lab import html as h
 from rag.lab.records import Record, Row, cut
 
 
-@dataclasses.dataclass(repr=False)
-class PaperList(Record):
+class PaperList(
+    Record,
+    kind="papers",
+    columns="arxiv_id title category source n_chunks added_at",
+    rows_from="papers",
+):
     """The served papers (``Lab.papers``; ``GET /papers``)."""
 
-    kind: ClassVar[str] = "papers"
-    columns: ClassVar[tuple[str, ...]] = tuple(
-        "arxiv_id title category source n_chunks added_at".split()
-    )
     n_papers: int
     n_chunks: int
     papers: list[dict[str, Any]]
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(p) for p in self.papers]
 
     def text(self) -> str:
         lines = [f"{self.n_papers} papers, {self.n_chunks} chunks"]
@@ -42,12 +39,9 @@ class PaperList(Record):
         )
 
 
-@dataclasses.dataclass(repr=False)
-class Paper(Record):
+class Paper(Record, kind="paper", columns="section page", rows_from="sections"):
     """A paper's metadata and sections (``Lab.paper``; ``GET /papers/{arxiv_id}``)."""
 
-    kind: ClassVar[str] = "paper"
-    columns: ClassVar[tuple[str, ...]] = ("section", "page")
     arxiv_id: str
     title: str
     category: str
@@ -57,9 +51,6 @@ class Paper(Record):
     pages: int
     n_chunks: int
     sections: list[dict[str, Any]]
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(s) for s in self.sections]
 
     def text(self) -> str:
         where = f"arXiv:{self.arxiv_id}{self.version}, {self.category}"
@@ -80,19 +71,15 @@ class Paper(Record):
         )  # fmt: skip
 
 
-@dataclasses.dataclass(repr=False)
-class Page(Record):
+class Page(
+    Record, kind="page", columns="chunk_id section page_start page_end text", rows_from="chunks"
+):
     """The indexed text of a page, or one chunk (``Lab.read``)."""
 
-    kind: ClassVar[str] = "page"
-    columns: ClassVar[tuple[str, ...]] = ("chunk_id", "section", "page_start", "page_end", "text")
     arxiv_id: str
     title: str
     page: int | None
     chunks: list[dict[str, Any]]
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(c) for c in self.chunks]
 
     def _where(self) -> str:
         return f"p. {self.page}" if self.page is not None else f"chunk {self.chunks[0]['chunk_id']}"
@@ -115,14 +102,11 @@ class Page(Record):
         return h.box(self.kind, heading, *parts)
 
 
-@dataclasses.dataclass(repr=False)
-class Citations(Record):
+class Citations(
+    Record, kind="citations", columns="direction arxiv_id in_corpus how score title reference"
+):
     """What a paper cites and which corpus papers cite it (``Lab.citations``)."""
 
-    kind: ClassVar[str] = "citations"
-    columns: ClassVar[tuple[str, ...]] = tuple(
-        "direction arxiv_id in_corpus how score title reference".split()
-    )
     arxiv_id: str
     cites: list[Row]  # rag.serve.desk_models.Link
     cited_by: list[Row]
@@ -168,12 +152,9 @@ class Citations(Record):
         )  # fmt: skip
 
 
-@dataclasses.dataclass(repr=False)
-class Related(Record):
+class Related(Record, kind="related", columns="rank score arxiv_id title"):
     """The served papers most related to one (``Lab.related``)."""
 
-    kind: ClassVar[str] = "related"
-    columns: ClassVar[tuple[str, ...]] = ("rank", "score", "arxiv_id", "title")
     arxiv_id: str
     method: str
     related: list[dict[str, Any]]
@@ -197,12 +178,9 @@ class Related(Record):
         )
 
 
-@dataclasses.dataclass(repr=False)
-class Summary(Record):
+class Summary(Record, kind="summary", columns="text section role page label score"):
     """A judged summary of a paper (``Lab.summarize``; ``GET /papers/{arxiv_id}/summary``)."""
 
-    kind: ClassVar[str] = "summary"
-    columns: ClassVar[tuple[str, ...]] = ("text", "section", "role", "page", "label", "score")
     renames: ClassVar[dict[str, str]] = {"text": "text_"}
     paper_id: str
     title: str

@@ -17,6 +17,7 @@ import contextlib
 import copy
 import dataclasses
 import io
+import typing
 from typing import Any, ClassVar
 
 from rag.lab import html as h
@@ -26,14 +27,22 @@ from rag.lab import html as h
 Row = dict[str, Any]
 
 
+@typing.dataclass_transform()
 @dataclasses.dataclass(repr=False)
 class Record:
-    """Base of every result: the desk's dict as typed fields, plus keys it does not name."""
+    """Base of every result: the desk's dict as typed fields, plus keys it does not name.
+
+    A record class is a dataclass (its ``repr`` is :meth:`__repr__`'s text) by subclassing this
+    one, and says in its class line what differs: ``kind``, ``columns`` (space-separated) and
+    ``rows_from``, e.g. ``class Hits(Record, kind="hits", columns="rank score ..."):``.
+    """
 
     #: the record's name in headings
     kind: ClassVar[str] = "record"
     #: the columns of :meth:`to_frame`, in order
     columns: ClassVar[tuple[str, ...]] = ()
+    #: the list field whose items, copied, are the rows ("": the record's :meth:`rows` says)
+    rows_from: ClassVar[str] = ""
     #: JSON keys held by a field of another name (a key that would shadow a method)
     renames: ClassVar[dict[str, str]] = {}
     extra: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True)
@@ -41,6 +50,15 @@ class Record:
     source_keys: tuple[str, ...] | None = dataclasses.field(
         default=None, kw_only=True, metadata={"json": False}
     )
+
+    def __init_subclass__(
+        cls, *, kind: str = "", columns: str = "", rows_from: str = "", **kw: Any
+    ) -> None:
+        super().__init_subclass__(**kw)
+        cls.kind = kind or cls.kind
+        cls.columns = tuple(columns.split()) or cls.columns
+        cls.rows_from = rows_from or cls.rows_from
+        dataclasses.dataclass(repr=False)(cls)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kw: Any) -> Any:
@@ -75,7 +93,7 @@ class Record:
 
     def rows(self) -> list[dict[str, Any]]:
         """The record's rows (one per hit, source, link ...); :meth:`to_frame` tabulates them."""
-        return []
+        return [dict(r) for r in getattr(self, self.rows_from)] if self.rows_from else []
 
     def to_frame(self) -> Any:
         """The rows as a pandas DataFrame with :attr:`columns` (empty rows: those columns)."""
@@ -110,14 +128,9 @@ def cut(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
 
 
-@dataclasses.dataclass(repr=False)
-class Hits(Record):
+class Hits(Record, kind="hits", columns="rank score arxiv_id title page section chunk_id text"):
     """Ranked chunks for a query (``Lab.search``; ``POST /search``)."""
 
-    kind: ClassVar[str] = "hits"
-    columns: ClassVar[tuple[str, ...]] = tuple(
-        "rank score arxiv_id title page section chunk_id text".split()
-    )
     query: str
     hits: list[Row]  # rag.serve.models.Hit
     retriever: str
@@ -149,14 +162,14 @@ class Hits(Record):
         return h.box(self.kind, heading, h.table(cols, rows, numeric=("#", "score", "page")))
 
 
-@dataclasses.dataclass(repr=False)
-class Answer(Record):
+class Answer(
+    Record,
+    kind="answer",
+    columns="n cited arxiv_id title page section chunk_id quote",
+    rows_from="citations",
+):
     """A cited answer, each claim judged (``Lab.ask``; ``POST /ask``, ``rag ask --json``)."""
 
-    kind: ClassVar[str] = "answer"
-    columns: ClassVar[tuple[str, ...]] = tuple(
-        "n cited arxiv_id title page section chunk_id quote".split()
-    )
     query: str
     retriever: str
     answerer: str
@@ -174,9 +187,6 @@ class Answer(Record):
     def claims(self) -> list[dict[str, Any]]:
         """The judged claims ``{claim, label, score, reason}`` ([] when not judged)."""
         return list((self.judgement or {}).get("claims") or [])
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [dict(c) for c in self.citations]
 
     def text(self) -> str:
         from rag.serve.commands import print_answer  # the CLI's own rendering of this dict
@@ -244,12 +254,10 @@ class Answer(Record):
         return h.box(self.kind, note, heading, body, sources)
 
 
-@dataclasses.dataclass(repr=False)
-class ChatTurn(Answer):
+class ChatTurn(Answer, kind="chat-turn"):
     """One turn of a :class:`rag.lab.Chat`: the answer to the rewritten question, as
     ``POST /chat`` returns it, and the message as typed (``message``, not part of the JSON)."""
 
-    kind: ClassVar[str] = "chat-turn"
     rephrased_query: str = ""
     rewritten: bool = False
     rewriter: str = ""
@@ -270,12 +278,9 @@ class ChatTurn(Answer):
         return super().html(note + mine)
 
 
-@dataclasses.dataclass(repr=False)
-class Verdict(Record):
+class Verdict(Record, kind="verdict", columns="claim label score reason judge chunk_id"):
     """The judge's verdict on one claim against one source (``Lab.judge``)."""
 
-    kind: ClassVar[str] = "verdict"
-    columns: ClassVar[tuple[str, ...]] = ("claim", "label", "score", "reason", "judge", "chunk_id")
     claim: str
     source: str
     chunk_id: str | None
