@@ -10,6 +10,8 @@ help comment must hold none.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -41,16 +43,18 @@ def test_papermill_parses_every_parameter_line(path):
     assert all(p.help for p in parsed), f"{path.name}: every parameter needs a # help comment"
 
 
-def test_declared_parameters_are_cached_as_papermill_reads_them(tmp_cache):
-    """Settings are read without importing papermill once a notebook's parameters are cached
-    (keyed by its bytes): the cached reading is papermill's, in its order."""
-    import papermill
-
-    from rag.report import profiles
-
-    for path in NOTEBOOKS:
-        first = profiles._declared.__wrapped__(str(path), 0.0)
-        assert list((tmp_cache / "parameters").glob("*.json")), "nothing cached"
-        again = profiles._declared.__wrapped__(str(path), 0.0)
-        want = papermill.inspect_notebook(str(path))
-        assert list(first.items()) == list(again.items()) == list(want.items()), path.name
+def test_the_service_reads_declared_parameters_without_papermill():
+    """A profile's settings are read without importing papermill (seconds of nbformat and
+    jsonschema on every ``rag ask``); the reading equals papermill's, in its order
+    (``tests/test_parameters_cell.py``)."""
+    code = (
+        "import sys\n"
+        "from rag.serve.config import profile_settings\n"
+        "assert profile_settings('smoke').paper_ids\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('papermill', 'nbformat')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=paths.project_root(), capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

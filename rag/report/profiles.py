@@ -8,18 +8,16 @@ A profile holds only deltas from the notebooks' own defaults::
       parse_timeout_s: 30
 
 Papermill only warns about a parameter that a notebook does not declare; here it is an error that
-names the key and the notebook, checked with ``papermill.inspect_notebook``. Papermill does not
-check types either (a string where a list is declared is then read letter by letter), so every
-value is checked against the annotation in the notebook's parameters cell (:func:`type_problem`),
-model names against the LLM registry (:data:`MODEL_KEYS`), and a duplicated YAML key is an error
-rather than a silent last-one-wins. Every problem of a profile is reported at once.
+names the key and the notebook, checked against the parameters cell (read as papermill reads it,
+:mod:`rag.report.parameters_cell`). Papermill does not check types either (a string where a list is
+declared is then read letter by letter), so every value is checked against the annotation in the
+notebook's parameters cell (:func:`type_problem`), model names against the LLM registry
+(:data:`MODEL_KEYS`), and a duplicated YAML key is an error rather than a silent last-one-wins.
+Every problem of a profile is reported at once.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import json
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -27,8 +25,8 @@ from typing import Any
 import yaml
 
 from rag import paths
-from rag.atomic import write_atomic
 from rag.errors import ConfigError
+from rag.report.parameters_cell import read_parameters
 
 PARAMS_DIR = "params"
 NOTEBOOKS_DIR = "notebooks"
@@ -141,21 +139,10 @@ def notebook_paths() -> list[Path]:
 
 @cache
 def _declared(path: str, mtime: float) -> dict[str, dict[str, Any]]:
-    """papermill's reading of a notebook's parameters, cached on disk by the notebook's bytes and
-    papermill's version: importing papermill (nbformat, jsonschema) takes seconds, which every
-    ``rag ask`` would pay to read settings that change only when the notebook does."""
-    data = Path(path).read_bytes()
-    key = hashlib.sha256(data + importlib.metadata.version("papermill").encode()).hexdigest()
-    cached = paths.cache_dir("parameters") / f"{key[:24]}.json"
-    try:
-        return json.loads(cached.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        pass
-    import papermill
-
-    declared = papermill.inspect_notebook(path)
-    write_atomic(cached, json.dumps(declared))  # papermill's order kept
-    return declared
+    """papermill's reading of a notebook's parameters, from the cell's syntax tree
+    (:mod:`rag.report.parameters_cell`): importing papermill (nbformat, jsonschema) takes seconds,
+    which every ``rag ask`` would pay to read settings that change only when the notebook does."""
+    return read_parameters(path)
 
 
 def declared_parameters(notebook: Path) -> dict[str, dict[str, Any]]:
