@@ -111,10 +111,11 @@ def _cmd_scifact(args: argparse.Namespace) -> int:
 
 def _cmd_index(args: argparse.Namespace) -> int:
     from rag.index.build import build_corpus_index
+    from rag.text.chunk import chunk_settings
 
     ix = build_corpus_index(
         max_papers=args.max_papers,
-        chunking={"strategy": args.chunk_strategy},
+        chunking=chunk_settings({"strategy": args.chunk_strategy}),
         embedder=args.embedder,
         engine=args.engine,
         address=args.address,
@@ -125,12 +126,13 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
     from rag.index.pipeline import run_pipeline
+    from rag.text.chunk import chunk_settings
 
     res = run_pipeline(
         args.folder,
         engine=args.engine,
         address=args.address,
-        chunking={"strategy": args.chunk_strategy},
+        chunking=chunk_settings({"strategy": args.chunk_strategy}),
         embedder=args.embedder,
         limit=args.limit,
         summary_path=args.summary,

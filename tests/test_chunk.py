@@ -446,6 +446,41 @@ def test_chunk_corpus_caches_byte_identical_and_skips_failed(tmp_cache, caplog):
     assert path.read_bytes() == raw
 
 
+def test_stages_take_settings_parsed_at_the_door(tmp_cache):
+    """Chunking, fingerprints, index builds and pipelines take ChunkSettings only: a raw mapping
+    is refused with its type named, so settings are parsed once (by chunk_settings) at a door."""
+    from rag.index.build import index_corpus
+    from rag.index.folder import folder_root
+    from rag.index.pipeline import run_pipeline
+
+    raw = {"strategy": "section", "max_tokens": 16}
+    calls = [
+        lambda: cc.chunk_corpus([SECTIONED], raw, tokenizer=WS),
+        lambda: cc.chunk_fingerprint([SECTIONED], raw, WS),
+        lambda: index_corpus([SECTIONED], raw, embedder=None, show_progress=False),
+        lambda: run_pipeline(tmp_cache, chunking=raw),
+        lambda: folder_root(tmp_cache, "minilm", raw),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match=r"takes ChunkSettings, got dict .*chunk_settings"):
+            call()
+    parsed = settings(**raw)
+    assert cc.chunk_corpus([SECTIONED], parsed, tokenizer=WS)
+    # None where a stage offers a default: the default settings, the same folder as explicit ones
+    assert folder_root(tmp_cache, "minilm", None) == folder_root(tmp_cache, "minilm", settings())
+    assert folder_root(tmp_cache, "minilm", parsed) != folder_root(tmp_cache, "minilm", None)
+
+
+def test_the_service_checks_its_chunk_settings_at_loading():
+    from rag.serve.config import LabSettings
+
+    lab = LabSettings(chunk_strategy="sentence", max_tokens=128, overlap_tokens=8)
+    assert lab.chunking() == settings(strategy="sentence", max_tokens=128, overlap_tokens=8)
+    assert isinstance(lab.chunking(), ck.ChunkSettings)
+    with pytest.raises(ChunkError, match="chunk_strategy|strategy='paragraph'"):
+        LabSettings(chunk_strategy="paragraph")  # a bad profile fails when it is loaded
+
+
 def test_load_chunks_rejects_corrupt_file(tmp_path):
     bad = tmp_path / "x.jsonl"
     bad.write_text('{"_meta": {}}\n{"chunk_id": 1}\n')
@@ -581,6 +616,6 @@ def test_real_corpus_evidence_survives_chunking(shared_dir, minilm, tmp_cache):
         for m in manifest
     ]
     for strategy in ("fixed", "sentence", "section"):
-        chunks = cc.chunk_corpus(papers, {"strategy": strategy}, tokenizer=minilm)
+        chunks = cc.chunk_corpus(papers, settings(strategy=strategy), tokenizer=minilm)
         rate = intact_rate(evidence_intact(chunks, items))
         assert rate is not None and rate >= 0.93, (strategy, rate)

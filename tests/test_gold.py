@@ -318,6 +318,7 @@ def test_shared_gold_quotes_land_in_real_chunks(shared_dir):
     """Real corpus: nearly every gold quote is found in a default chunk of its paper."""
     from rag.corpus.parse import ParseSettings, load_parsed
     from rag.evaluation.evidence import contains
+    from rag.text.chunk import ChunkSettings
     from rag.text.chunk_cache import chunk_corpus
 
     manifest = [
@@ -329,7 +330,7 @@ def test_shared_gold_quotes_land_in_real_chunks(shared_dir):
     parsed = [
         load_parsed(pdfs / f"{m['arxiv_id']}.pdf", m["sha256"], ParseSettings()) for m in manifest
     ]
-    chunks = chunk_corpus(parsed, {})
+    chunks = chunk_corpus(parsed, ChunkSettings())
     items = load_gold(shared_dir / "gold" / "dev.jsonl")
     qrels, report = chunk_qrels(items, chunks, contains, 90.0)
     s = report.summary()

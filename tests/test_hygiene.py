@@ -174,7 +174,7 @@ def _paper() -> ParsedPaper:
     )
 
 
-SECTION = {"strategy": "section", "max_tokens": 254, "overlap_sentences": 0}
+SECTION = chunk_settings({"strategy": "section", "max_tokens": 254, "overlap_sentences": 0})
 
 
 def test_index_build_drops_toc_and_references_and_records_the_counts(tmp_cache):
@@ -199,7 +199,7 @@ def test_index_build_drops_toc_and_references_and_records_the_counts(tmp_cache):
 def test_index_hygiene_off_indexes_every_chunk_as_before(tmp_cache):
     emb = CountingEmbedder()
     parsed = [_paper()]
-    off = {**SECTION, "index_hygiene": False}
+    off = SECTION.model_copy(update={"index_hygiene": False})
     all_chunks = chunk_corpus(parsed, SECTION)
     ix = index_corpus(parsed, off, embedder=emb, show_progress=False)
     assert [c.chunk_id for c in ix.chunks] == [c.chunk_id for c in all_chunks]

@@ -14,6 +14,7 @@ import pytest
 
 from rag.index.build import index_chunks, index_corpus, index_documents
 from rag.paths import cache_dir
+from rag.text.chunk import ChunkSettings
 from rag.types import Block, Chunk, ParsedPaper
 
 
@@ -141,13 +142,15 @@ def _paper() -> ParsedPaper:
 
 def test_index_corpus_rebuilds_when_the_chunk_settings_change(tmp_cache):
     emb = CountingEmbedder()
-    a = index_corpus([_paper()], {"max_tokens": 64}, embedder=emb, show_progress=False)
+    a = index_corpus([_paper()], ChunkSettings(max_tokens=64), embedder=emb, show_progress=False)
     n_a = len(emb.encoded)
     assert n_a == len(a.chunks) > 1
-    again = index_corpus([_paper()], {"max_tokens": 64}, embedder=emb, show_progress=False)
+    again = index_corpus(
+        [_paper()], ChunkSettings(max_tokens=64), embedder=emb, show_progress=False
+    )
     assert len(emb.encoded) == n_a and again.stats["dense_from_cache"] is True
     assert again.chunk_fingerprint == a.chunk_fingerprint
-    b = index_corpus([_paper()], {"max_tokens": 128}, embedder=emb, show_progress=False)
+    b = index_corpus([_paper()], ChunkSettings(max_tokens=128), embedder=emb, show_progress=False)
     assert b.chunk_fingerprint != a.chunk_fingerprint and b.stats["dense_from_cache"] is False
     assert len(b.chunks) < len(a.chunks)
     assert (len(saved("dense")), len(saved("bm25"))) == (2, 2)

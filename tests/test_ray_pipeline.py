@@ -89,7 +89,8 @@ def test_ray_stages_equal_serial_share_caches_and_resume(folder, tmp_path, monke
 
     # a killed job keeps the papers the driver received: here it dies after the first row
     monkeypatch.setenv(paths.CACHE_ENV, str(tmp_path / "ray"))
-    settings, chunk = chunk_settings({}), ChunkStage({})
+    settings = chunk_settings({})
+    chunk = ChunkStage(settings)
     first = []
 
     def killed():

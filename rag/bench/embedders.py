@@ -80,13 +80,14 @@ class _Data:
         from rag.corpus.papers import corpus_papers
         from rag.evaluation import scifact
         from rag.evaluation.gold import gold_for_papers, load_gold
+        from rag.text.chunk import chunk_settings
 
         self.sf_corpus, self.sf_queries, self.sf_qrels = scifact.load_scifact(None)
         papers, self.parsed = corpus_papers("data/manifest.jsonl")
         selected = {p.arxiv_id for p in papers}
         self.gold = gold_for_papers(load_gold(paths.resolve("../shared/gold/dev.jsonl")), selected)
-        self.chunking = profile_chunking or {"strategy": "fixed", "max_tokens": 254,
-                                             "overlap_tokens": 32}  # fmt: skip
+        self.chunking = chunk_settings(profile_chunking or {"strategy": "fixed", "max_tokens": 254,
+                                                            "overlap_tokens": 32})  # fmt: skip
 
 
 def _settings() -> Any:

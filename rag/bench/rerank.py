@@ -49,13 +49,13 @@ def _corpus_gold(gold_path: str = "../shared/gold/dev.jsonl") -> tuple[Any, dict
     from rag.evaluation.evidence import contains
     from rag.evaluation.gold import chunk_qrels, gold_queries, load_gold
     from rag.index.build import index_corpus
+    from rag.text.chunk import ChunkSettings
 
     papers = select_papers("data/manifest.jsonl", [], 0)
     corpus = load_corpus(papers)
     parsed = [corpus.parsed[p.arxiv_id] for p in papers if p.arxiv_id in corpus.parsed]
-    ix = index_corpus(
-        parsed, {"strategy": "fixed", "max_tokens": 254, "overlap_tokens": 32}, embedder="minilm"
-    )
+    fixed = ChunkSettings(strategy="fixed", max_tokens=254, overlap_tokens=32)
+    ix = index_corpus(parsed, fixed, embedder="minilm")
     selected = {p.arxiv_id for p in papers}
     gold = [
         g

@@ -28,7 +28,7 @@ from rag.index.embed import Embedder, load_embedder
 from rag.index.embed_cache import embed_texts
 from rag.index.store import ChunkStore
 from rag.paths import cache_dir
-from rag.text.chunk import ChunkSettings, chunk_settings
+from rag.text.chunk import ChunkSettings, require_settings
 from rag.text.chunk_cache import chunk_corpus, chunk_fingerprint
 from rag.text.hygiene import HYGIENE_VERSION, split_body
 from rag.types import Chunk, ParsedPaper
@@ -182,7 +182,7 @@ def body_chunks(
 
 def index_corpus(
     parsed: Sequence[ParsedPaper],
-    chunking: ChunkSettings | Mapping[str, Any],
+    chunking: ChunkSettings,
     *,
     embedder: Embedder | str = "minilm",
     dense: Mapping[str, Any] | None = None,
@@ -198,7 +198,7 @@ def index_corpus(
     ``hygiene_dropped_references``). Off, every chunk is indexed under the chunk fingerprint, as
     before hygiene existed.
     """
-    settings = chunk_settings(chunking)
+    settings = require_settings(chunking, "index_corpus")
     chunks = chunk_corpus(parsed, settings)
     fp = chunk_fingerprint([p for p in parsed if p.ok], settings)
     kept, counts = body_chunks(chunks, fp, enabled=settings.index_hygiene)
@@ -249,7 +249,7 @@ def build_corpus_index(
     *,
     manifest_path: str = "data/manifest.jsonl",
     max_papers: int = 0,
-    chunking: ChunkSettings | Mapping[str, Any] | None = None,
+    chunking: ChunkSettings | None = None,
     embedder: str = "minilm",
     engine: str = "serial",
     address: str | None = None,
@@ -266,7 +266,7 @@ def build_corpus_index(
     if engine not in ("serial", "ray"):
         raise ConfigError(f"rag index: engine must be serial or ray, got {engine!r}")
     _, parsed = corpus_papers(manifest_path, (), max_papers)
-    settings = chunk_settings(chunking or {})
+    settings = require_settings(chunking, "build_corpus_index")
     chunks = chunk_corpus(parsed, settings)
     stats: dict[str, Any] = {}
     if engine == "ray":

@@ -35,7 +35,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag import paths
 from rag.atomic import write_atomic
@@ -44,6 +44,9 @@ from rag.corpus.pdf_meta import META_VERSION, PdfMeta, read_meta
 from rag.errors import ConfigError
 from rag.filehash import sha256_file
 from rag.paths import display
+
+if TYPE_CHECKING:
+    from rag.text.chunk import ChunkSettings
 
 logger = logging.getLogger(__name__)
 
@@ -103,12 +106,15 @@ def bad_row(file: str, stage: str, reason: str) -> dict[str, str]:
 def folder_root(
     folder: str | os.PathLike[str],
     embedder: Any = "minilm",
-    chunking: Mapping[str, Any] | None = None,
+    chunking: ChunkSettings | None = None,
 ) -> Path:
     """Where a folder's index lives: a cache folder named after it and keyed by its real path and
-    what shapes the index (embedder, chunking)."""
-    key = {"embedder": embedder if isinstance(embedder, str) else repr(embedder),
-           "chunking": dict(chunking or {})}  # fmt: skip
+    what shapes the index (embedder, every chunk setting)."""
+    from rag.text.chunk import require_settings
+
+    chunks = require_settings(chunking, "folder_root").model_dump(mode="json")
+    emb = embedder if isinstance(embedder, str) else repr(embedder)
+    key = {"embedder": emb, "chunking": chunks}
     real = Path(folder).resolve()
     h = hashlib.sha256(json.dumps([str(real), key], sort_keys=True).encode()).hexdigest()[:12]
     slug = "".join(c if c.isalnum() else "-" for c in real.name)[:32] or "folder"
@@ -290,7 +296,7 @@ def build_folder(
     folder: str | os.PathLike[str],
     *,
     embedder: Any = "minilm",
-    chunking: Mapping[str, Any] | None = None,
+    chunking: ChunkSettings | None = None,
     root: str | os.PathLike[str] | None = None,
     engine: str = "serial",
     show_progress: bool | None = None,
@@ -300,7 +306,7 @@ def build_folder(
     Args:
         folder: any folder of PDFs.
         embedder: as :func:`rag.index.pipeline.run_pipeline` takes it (default MiniLM).
-        chunking: :class:`~rag.text.chunk.ChunkSettings` fields (default: the fixed chunker).
+        chunking: the chunk settings (None: the defaults, the fixed chunker).
         root: where the index, manifest and summary are kept (default: a cache folder).
         engine: ``serial`` or ``ray`` (the pipeline's engines).
         show_progress: progress bars per stage (None: on the folder's first run only).
@@ -323,7 +329,7 @@ def _build(
     base: Path,
     t0: float,
     embedder: Any,
-    chunking: Mapping[str, Any] | None,
+    chunking: ChunkSettings | None,
     engine: str,
     show_progress: bool,
 ) -> FolderBuild:

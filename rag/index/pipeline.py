@@ -171,7 +171,7 @@ def run_pipeline(
     *,
     engine: str = "serial",
     address: str | None = None,
-    chunking: ChunkSettings | Mapping[str, Any] | None = None,
+    chunking: ChunkSettings | None = None,
     parse: ParseSettings | None = None,
     embedder: EmbedderSpec = "minilm",
     limit: int = 0,
@@ -185,7 +185,7 @@ def run_pipeline(
         folder: a folder of ``<paper_id>.pdf`` (the mirror convention).
         engine: ``serial`` (this process) or ``ray`` (Ray Data stages; local Ray or ``address``).
         address: the Ray cluster to join, e.g. ``127.0.0.1:6379`` (``--engine ray`` only).
-        chunking: :class:`~rag.text.chunk.ChunkSettings` fields (default: the fixed chunker).
+        chunking: the chunk settings (None: the defaults, the fixed chunker).
         parse: :class:`~rag.corpus.parse.ParseSettings` (default settings when None).
         embedder: a name for :func:`~rag.index.embed.load_embedder`, ``module:factory`` or a
             zero-argument factory (the Ray workers build their own from it).
@@ -202,15 +202,15 @@ def run_pipeline(
     from rag.corpus.parse import ParseSettings
     from rag.index.build import index_corpus
     from rag.index.ray_embed import _make
-    from rag.text.chunk import chunk_settings
+    from rag.text.chunk import require_settings
 
     if engine not in ENGINES:
         raise ConfigError(f"pipeline: engine must be one of {ENGINES}, got {engine!r}")
     if address and engine != "ray":
         raise ConfigError("pipeline: --address joins a Ray cluster: use it with --engine ray")
     t_start = time.perf_counter()
+    settings = require_settings(chunking, "run_pipeline")
     files = pdf_files(folder, limit)
-    settings = chunk_settings(chunking or {})
     parse = parse or ParseSettings()
     spec = embedder_spec(embedder)
     emb = _make(spec)

@@ -113,11 +113,11 @@ def parse_row(row: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
 class ChunkStage:
     """Stage 2: one paper's chunks (cached per paper) and which of them the index keeps."""
 
-    def __init__(self, chunking: dict[str, Any]) -> None:
-        from rag.text.chunk import chunk_settings
+    def __init__(self, chunking: ChunkSettings) -> None:
+        from rag.text.chunk import require_settings
         from rag.text.tokenize import default_tokenizer
 
-        self.settings = chunk_settings(chunking)
+        self.settings = require_settings(chunking, "ChunkStage")
         self.tokenizer = default_tokenizer()
 
     def __call__(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -213,7 +213,7 @@ def _dataset(
     )
     ds = ds.map(
         ChunkStage,
-        fn_constructor_args=(chunking.model_dump(mode="json"),),
+        fn_constructor_args=(chunking,),
         concurrency=1,
         num_cpus=CHUNK_CPUS,
     )

@@ -53,6 +53,7 @@ from rag.papers.ids import arxiv_ids, hide_ids
 from rag.papers.references import numbered_count, paper_references, reference_blocks
 from rag.papers.related import INDEX_CHUNKING, corpus_vectors, leave_one_out_runs
 from rag.papers.resolve import TITLE_THRESHOLD, TitleMatcher, stamp_month
+from rag.text.chunk import chunk_settings
 from rag.types import ParsedPaper
 
 log = logging.getLogger(__name__)
@@ -277,7 +278,7 @@ def measure(
     timings["graph_s"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
     chunking = dict(chunking or INDEX_CHUNKING)
-    vectors = corpus_vectors(parsed, chunking, embedder)
+    vectors = corpus_vectors(parsed, chunk_settings(chunking), embedder)
     rel = related_work(rows, corpus, vectors)
     timings["related_s"] = round(time.perf_counter() - t, 2)
     timings["total_s"] = round(time.perf_counter() - t0, 2)

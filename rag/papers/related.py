@@ -16,7 +16,7 @@ from every signal, so coupling is left out there.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from rag.types import Chunk, ParsedPaper
 
 if TYPE_CHECKING:
     from rag.index.embed import Embedder
+    from rag.text.chunk import ChunkSettings
 
 #: The index stage's default chunking (notebook 03's parameters): paper vectors are built from the
 #: same chunks, so their embeddings are already cached.
@@ -56,7 +57,7 @@ def paper_vectors(chunks: Sequence[Chunk], vectors: np.ndarray) -> dict[str, np.
 
 def corpus_vectors(
     parsed: Sequence[ParsedPaper],
-    chunking: Mapping[str, Any] | None = None,
+    chunking: ChunkSettings | None = None,
     embedder: Embedder | str = "minilm",
 ) -> dict[str, np.ndarray]:
     """Paper vectors of parsed papers: the index stage's chunks (same settings, same chunk cache)
@@ -65,10 +66,11 @@ def corpus_vectors(
     """
     from rag.index.embed import load_embedder
     from rag.index.embed_cache import embed_texts
-    from rag.text.chunk import chunk_settings
+    from rag.text.chunk import chunk_settings, require_settings
     from rag.text.chunk_cache import chunk_corpus
 
-    chunks = chunk_corpus(parsed, chunk_settings(chunking or INDEX_CHUNKING))
+    settings = chunk_settings(INDEX_CHUNKING) if chunking is None else chunking
+    chunks = chunk_corpus(parsed, require_settings(settings, "corpus_vectors"))
     vecs = embed_texts(
         [c.chunk_id for c in chunks], [c.text for c in chunks],
         load_embedder(embedder) if isinstance(embedder, str) else embedder, show_progress=False,

@@ -30,6 +30,7 @@ from rag.answer.calibrate_pin import (
 from rag.answer.context import ContextSettings
 from rag.errors import ConfigError, RagError
 from rag.retrieval.retrievers import RetrievalSettings
+from rag.text.chunk import ChunkSettings, chunk_settings
 
 #: The notebook whose calibration is pinned.
 NOTEBOOK = "05_faithfulness"
@@ -52,12 +53,12 @@ class ProfileSetup:
             per_paper_cap=p["per_paper_cap"],
         )
 
-    def chunking(self) -> dict[str, Any]:
+    def chunking(self) -> ChunkSettings:
+        """The chunk settings of the profile's parameters, parsed here (this module's door)."""
         p = self.params
         keys = ("strategy", "max_tokens", "overlap_tokens")
-        return dict(
-            zip(keys, (p["chunk_strategy"], p["max_tokens"], p["overlap_tokens"]), strict=True)
-        )
+        values = (p["chunk_strategy"], p["max_tokens"], p["overlap_tokens"])
+        return chunk_settings(dict(zip(keys, values, strict=True)))
 
 
 def notebook_parameters(profile: str) -> dict[str, Any]:

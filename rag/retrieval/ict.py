@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 from rag.atomic import atomic_path
 from rag.errors import ConfigError
 from rag.paths import cache_dir
+from rag.text.chunk import ChunkSettings
 from rag.text.sentences import split_sentences
 from rag.types import Chunk
 
@@ -341,21 +342,18 @@ def train_on_corpus(
     *,
     manifest_path: str = "data/manifest.jsonl",
     max_papers: int = 0,
-    chunking: dict[str, Any] | None = None,
+    chunking: ChunkSettings | None = None,
     out_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Draw ICT examples from the pinned corpus (fixed chunks, as notebook 04 indexes) and train."""
     from rag.corpus.papers import load_corpus, select_papers
-    from rag.text.chunk import chunk_settings
+    from rag.text.chunk import require_settings
     from rag.text.chunk_cache import chunk_corpus
 
     papers = select_papers(manifest_path, [], max_papers)
     corpus = load_corpus(papers)
     parsed = [corpus.parsed[p.arxiv_id] for p in papers if p.arxiv_id in corpus.parsed]
-    chunks = chunk_corpus(
-        parsed,
-        chunk_settings(chunking or {"strategy": "fixed", "max_tokens": 254, "overlap_tokens": 32}),
-    )
+    chunks = chunk_corpus(parsed, require_settings(chunking, "train_on_corpus"))  # None: fixed
     s = settings or ICTSettings()
     examples = make_examples(chunks, s)
     log.info(

@@ -13,9 +13,10 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rag.errors import ConfigError
+from rag.text.chunk import ChunkSettings, chunk_settings
 
 #: Notebook parameters the lab takes, by the notebook that owns them.
 RETRIEVAL_KEYS = (
@@ -58,13 +59,22 @@ class LabSettings(BaseModel):
     local_max_tokens: int = Field(128, ge=1)
     pdfs: str = Field("", description="A folder of PDFs served instead of the profile's corpus.")
 
-    def chunking(self) -> dict[str, Any]:
-        """The chunk settings the report indexes with."""
+    @model_validator(mode="after")
+    def _check_chunking(self) -> LabSettings:
+        self.chunking()  # a bad profile fails when it is loaded (ChunkError), not at indexing
+        return self
+
+    def chunk_fields(self) -> dict[str, Any]:
+        """The chunk settings a profile sets, as notebook 04 names them (the served index's key)."""
         return {
             "strategy": self.chunk_strategy,
             "max_tokens": self.max_tokens,
             "overlap_tokens": self.overlap_tokens,
         }
+
+    def chunking(self) -> ChunkSettings:
+        """The chunk settings the report indexes with, typed: what every stage below receives."""
+        return chunk_settings(self.chunk_fields())
 
 
 class ServeSettings(BaseModel):

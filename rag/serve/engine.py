@@ -349,7 +349,7 @@ def index_dir(settings: LabSettings, serve: ServeSettings) -> Path:
     key = hashlib.sha256(
         json.dumps(
             [settings.manifest_path, settings.paper_ids, settings.max_papers,
-             settings.chunking(), settings.embedder],
+             settings.chunk_fields(), settings.embedder],
             sort_keys=True,
         ).encode()
     ).hexdigest()[:12]  # fmt: skip
@@ -370,7 +370,6 @@ def load_lab(
     """
     from rag.corpus.papers import corpus_papers
     from rag.index.build import index_corpus
-    from rag.text.chunk import chunk_settings
 
     if settings.pdfs:  # a folder of PDFs: its own index, through the pipeline
         from rag.serve.folder_lab import folder_index
@@ -387,7 +386,7 @@ def load_lab(
         settings.manifest_path, settings.paper_ids, settings.max_papers,
         pdf_mirror=settings.pdf_mirror,
     )  # fmt: skip
-    chunking = chunk_settings(settings.chunking())
+    chunking = settings.chunking()
     base = index_corpus(parsed, chunking, embedder=settings.embedder, show_progress=False)
     titles = {p.arxiv_id: p.title for p in papers}
     served = ServedIndex(index_dir(settings, serve), base, titles, chunking)

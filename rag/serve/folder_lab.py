@@ -109,11 +109,10 @@ def folder_index(settings: LabSettings, serve: ServeSettings) -> tuple[Any, Fold
     from rag.index.folder import build_folder
     from rag.paths import resolve
     from rag.serve.index import ServedIndex
-    from rag.text.chunk import chunk_settings
 
-    chunking = chunk_settings(settings.chunking())
+    chunking = settings.chunking()
     build = build_folder(
-        resolve(settings.pdfs), embedder=settings.embedder, chunking=settings.chunking(),
+        resolve(settings.pdfs), embedder=settings.embedder, chunking=chunking,
         root=resolve(serve.index_dir) if serve.index_dir else None,
     )  # fmt: skip
     if build.indexed is None:

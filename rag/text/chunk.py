@@ -121,7 +121,8 @@ class ChunkSettings(BaseModel):
 
 
 def chunk_settings(values: Mapping[str, Any] | ChunkSettings | None = None) -> ChunkSettings:
-    """Validate chunking settings from a mapping (e.g. a params file).
+    """Validate chunking settings from a mapping (e.g. a params file): called once at each door
+    (CLI, service config, notebook cells); the stages inside take the :class:`ChunkSettings`.
 
     Raises:
         ChunkError: naming the bad key and value (unknown strategy, sizes out of bounds, ...).
@@ -140,6 +141,15 @@ def chunk_settings(values: Mapping[str, Any] | ChunkSettings | None = None) -> C
         raise ChunkError(
             f"bad chunking settings: {problems}. Valid strategies: fixed, sentence, section."
         ) from e
+
+
+def require_settings(value: object, where: str) -> ChunkSettings:
+    """``value`` if it is :class:`ChunkSettings` (``None``: the defaults), else a TypeError naming
+    its type: stages take settings parsed once at the door, never a raw mapping."""
+    if value is None or isinstance(value, ChunkSettings):
+        return ChunkSettings() if value is None else value
+    raise TypeError(f"{where} takes ChunkSettings, got {type(value).__name__} {value!r}; parse it "
+                    "once at the door with rag.text.chunk.chunk_settings(...)")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

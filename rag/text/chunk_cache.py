@@ -14,7 +14,6 @@ import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -25,9 +24,9 @@ from rag.text.chunk import (
     CHUNKER_VERSION,
     FORMAT_VERSION,
     ChunkSettings,
-    chunk_settings,
     make_chunker,
     paper_text,
+    require_settings,
 )
 from rag.text.tokenize import Tokenizer, default_tokenizer, tokenizer_id
 from rag.types import Chunk, ParsedPaper
@@ -42,7 +41,7 @@ def parsed_sha(parsed: ParsedPaper) -> str:
 
 def chunk_fingerprint(
     parsed_papers: Iterable[ParsedPaper],
-    settings: ChunkSettings | Mapping[str, Any],
+    settings: ChunkSettings,
     tokenizer: Tokenizer | None = None,
 ) -> str:
     """Fingerprint of a chunk set: settings, chunker and format versions, tokenizer, inputs.
@@ -54,10 +53,11 @@ def chunk_fingerprint(
     changes which chunks are indexed, not the chunks, and the index build keys on it instead
     (:func:`rag.index.build.index_corpus`).
     """
+    settings = require_settings(settings, "chunk_fingerprint")
     key = {
         "chunker_version": CHUNKER_VERSION,
         "format_version": FORMAT_VERSION,
-        "settings": chunk_settings(settings).model_dump(mode="json", exclude={"index_hygiene"}),
+        "settings": settings.model_dump(mode="json", exclude={"index_hygiene"}),
         "tokenizer": tokenizer_id(tokenizer),
         "papers": sorted((p.paper_id, parsed_sha(p)) for p in parsed_papers if p.ok),
     }
@@ -99,7 +99,7 @@ def chunks_path(fingerprint: str) -> Path:
 
 def chunk_corpus(
     parsed_papers: Sequence[ParsedPaper],
-    settings: ChunkSettings | Mapping[str, Any],
+    settings: ChunkSettings,
     *,
     tokenizer: Tokenizer | None = None,
     use_cache: bool = True,
@@ -108,7 +108,7 @@ def chunk_corpus(
 
     Papers whose parse failed (``status != "ok"``) are skipped with a warning.
     """
-    s = chunk_settings(settings)
+    s = require_settings(settings, "chunk_corpus")
     ok = [p for p in parsed_papers if p.ok]
     for p in parsed_papers:
         if not p.ok:
