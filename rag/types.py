@@ -10,7 +10,18 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+
+class AsDict:
+    """Gives a dataclass ``to_dict()``: :func:`dataclasses.asdict` of it, JSON-ready when its
+    fields are (slot-free, so a ``slots=True`` dataclass keeps its slots)."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 BlockKind = Literal["heading", "body", "caption", "footnote", "references", "header_footer"]
 ParseStatus = Literal[
@@ -83,7 +94,7 @@ class ParsedPaper:
 
 
 @dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(AsDict):
     """A retrievable unit of text.
 
     ``chunk_id`` is a stable hash of (paper id, strategy, parameters, offsets); ``char_start`` and
@@ -101,9 +112,6 @@ class Chunk:
     char_start: int
     char_end: int
     n_tokens: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rag.corpus.manifest import ARXIV_ID_RE
 from rag.corpus.pdf_lines import clean_text
+from rag.types import AsDict
 
 #: Bump when what :func:`read_meta` extracts changes: a folder's manifest re-reads its PDFs.
 META_VERSION = 3
@@ -62,7 +63,7 @@ _BAD_META_TITLE = re.compile(
 
 
 @dataclass
-class PdfMeta:
+class PdfMeta(AsDict):
     """What a PDF says about itself; empty strings when it does not say."""
 
     title: str = ""
@@ -75,9 +76,6 @@ class PdfMeta:
     doi: str = ""
     pages: int = 0
     title_source: str = ""  # "metadata", "layout" or ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(slots=True)

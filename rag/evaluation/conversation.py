@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -35,13 +35,14 @@ from rag.evaluation.gold import GoldItem
 from rag.evaluation.own_questions import GoldCoverage
 from rag.evaluation.stats import bootstrap_ci
 from rag.retrieval.rewrite import LLMRewriter, Rewrite, name_tokens, rewrite
+from rag.types import AsDict
 
 #: What replaces the entity in a follow-up.
 REFERENCE = "this model"
 
 
 @dataclass(frozen=True, slots=True)
-class FollowUp:
+class FollowUp(AsDict):
     """One constructed follow-up: the gold question ``qid`` asked after ``first_qid``."""
 
     qid: str
@@ -55,9 +56,6 @@ class FollowUp:
     def history(self) -> list[dict[str, str]]:
         """The conversation before the follow-up (the first turn only; see rule 4)."""
         return [{"role": "user", "content": self.first_turn}]
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
 
 
 def _occurs(token: str, text: str) -> bool:

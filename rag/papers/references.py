@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from rag.types import Block, ParsedPaper
+from rag.types import AsDict, Block, ParsedPaper
 
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 _LABEL = re.compile(r"\[(?:[A-Z][^\[\]]{1,60}?(?:19|20)\d{2}[a-z]?|[A-Z][A-Za-z]+\d{2})\]")
@@ -50,7 +50,7 @@ MIN_NUMBERED = 3
 
 
 @dataclass(frozen=True, slots=True)
-class Reference:
+class Reference(AsDict):
     """One entry of a reference list.
 
     Attributes:
@@ -64,9 +64,6 @@ class Reference:
     text: str
     page: int
     label: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def reference_blocks(parsed: ParsedPaper) -> list[Block]:

@@ -23,13 +23,14 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 
 from rapidfuzz import fuzz, process
 
 from rag.errors import ConfigError
 from rag.papers.ids import arxiv_ids, dois, via_doi
+from rag.types import AsDict
 
 #: The title score threshold (0-100) chosen on data by ``python -m rag.papers.measure``
 #: (``outputs/bench/citations.json`` records the choice; a test holds the two equal).
@@ -199,7 +200,7 @@ class TitleMatcher:
 
 
 @dataclass(frozen=True, slots=True)
-class Citation:
+class Citation(AsDict):
     """One resolved link of the citation graph (a row of ``citations.jsonl``).
 
     Attributes:
@@ -219,9 +220,6 @@ class Citation:
     score: float
     ref_index: int
     reference: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def resolve_entry(

@@ -18,21 +18,21 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rag import paths
 from rag.corpus.ingest import IngestSettings, ingest
 from rag.corpus.manifest import ARXIV_ID_RE, Paper, load_manifest
 from rag.errors import DownloadError, RagError
 from rag.serve.index import ServedIndex
+from rag.types import AsDict
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class Job:
+class Job(AsDict):
     """The state of one ingest job, as ``GET /ingest/{job}`` reports it."""
 
     job_id: str
@@ -43,9 +43,6 @@ class Job:
     detail: str = ""
     created: float = 0.0
     finished: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def resolve_paper(arxiv_id: str, manifest_path: str, *, allow_network: bool) -> Paper:

@@ -23,11 +23,12 @@ import json
 import logging
 import re
 import textwrap
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from rag.errors import RagError
 from rag.serve.desk import Desk, ToolInputError
+from rag.types import AsDict
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class Step:
 
 
 @dataclass
-class Research:
+class Research(AsDict):
     """The record of one question: its steps, the answer and the sources the answer cites.
 
     Attributes:
@@ -85,9 +86,6 @@ class Research:
     unknown_citations: list[str] = field(default_factory=list)
     stopped: str = "answer"
     judgement: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def check_request(question: str, max_steps: int) -> str:
