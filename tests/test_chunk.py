@@ -455,6 +455,7 @@ def test_stages_take_settings_parsed_at_the_door(tmp_cache):
 
     raw = {"strategy": "section", "max_tokens": 16}
     calls = [
+        lambda: ck.make_chunker(raw, WS),
         lambda: cc.chunk_corpus([SECTIONED], raw, tokenizer=WS),
         lambda: cc.chunk_fingerprint([SECTIONED], raw, WS),
         lambda: index_corpus([SECTIONED], raw, embedder=None, show_progress=False),

@@ -487,13 +487,11 @@ _CHUNKERS: dict[str, type[_Base]] = {
 }
 
 
-def make_chunker(
-    settings: ChunkSettings | Mapping[str, Any], tokenizer: Tokenizer | None = None
-) -> Chunker:
+def make_chunker(settings: ChunkSettings, tokenizer: Tokenizer | None = None) -> Chunker:
     """The chunker for ``settings.strategy`` (tokenizer defaults to the embedder's).
 
     Raises:
-        ChunkError: on invalid settings.
+        TypeError: ``settings`` is not :class:`ChunkSettings` (see :func:`chunk_settings`).
     """
-    s = chunk_settings(settings)
+    s = require_settings(settings, "make_chunker")
     return _CHUNKERS[s.strategy](s, tokenizer)
