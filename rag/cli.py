@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import sys
+from typing import Any
 
 from rag.errors import RagError
 
@@ -109,33 +110,32 @@ def _cmd_scifact(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_index(args: argparse.Namespace) -> int:
-    from rag.index.build import build_corpus_index
+def _build_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``rag index`` and ``rag pipeline`` both take: the chunking (parsed here, at the
+    door, from ``--chunk-strategy``), the embedder, and where the work runs."""
     from rag.text.chunk import chunk_settings
 
-    ix = build_corpus_index(
-        max_papers=args.max_papers,
-        chunking=chunk_settings({"strategy": args.chunk_strategy}),
-        embedder=args.embedder,
-        engine=args.engine,
-        address=args.address,
-    )
+    return {
+        "chunking": chunk_settings({"strategy": args.chunk_strategy}),
+        "embedder": args.embedder,
+        "engine": args.engine,
+        "address": args.address,
+    }
+
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    from rag.index.build import build_corpus_index
+
+    ix = build_corpus_index(max_papers=args.max_papers, **_build_options(args))
     print(json.dumps(ix.stats, indent=2, default=str))
     return 0
 
 
 def _cmd_pipeline(args: argparse.Namespace) -> int:
     from rag.index.pipeline import run_pipeline
-    from rag.text.chunk import chunk_settings
 
     res = run_pipeline(
-        args.folder,
-        engine=args.engine,
-        address=args.address,
-        chunking=chunk_settings({"strategy": args.chunk_strategy}),
-        embedder=args.embedder,
-        limit=args.limit,
-        summary_path=args.summary,
+        args.folder, limit=args.limit, summary_path=args.summary, **_build_options(args)
     )
     print(json.dumps(res.summary, indent=2, default=str))
     return 0  # a PDF that failed is a row of the summary, not a failed job
@@ -254,8 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--output-tokens", type=int, default=256)
     co.set_defaults(func=_cmd_cost)
     ix = sub.add_parser("index", help="parse, chunk, embed and index the corpus (all cached)")
-    ix.add_argument("--engine", choices=["serial", "ray"], default="serial",
-                    help="embed in this process, or as a Ray Data job (local Ray or --address)")
+    ix.add_argument(
+        "--engine",
+        choices=["serial", "ray"],
+        default="serial",
+        help="embed in this process, or as a Ray Data job (local Ray or --address)",
+    )
     ix.add_argument("--address", help="Ray cluster to join, e.g. auto or ray://head:10001")
     ix.add_argument("--max-papers", type=int, default=0, help="first N papers (0: all)")
     ix.add_argument("--chunk-strategy", default="fixed", help="fixed | sentence | section")
@@ -263,8 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
     ix.set_defaults(func=_cmd_index)  # fmt: skip
     pl = sub.add_parser("pipeline", help="a folder of PDFs: parse, chunk, embed, index (cached)")
     pl.add_argument("folder", help="a folder of <arxiv_id>.pdf, as the PDF mirror")
-    pl.add_argument("--engine", choices=["serial", "ray"], default="serial",
-                    help="this process, or one Ray Data job (local Ray or --address)")
+    pl.add_argument(
+        "--engine",
+        choices=["serial", "ray"],
+        default="serial",
+        help="this process, or one Ray Data job (local Ray or --address)",
+    )
     pl.add_argument("--address", help="Ray cluster to join, e.g. 127.0.0.1:6379 or auto")
     pl.add_argument("--limit", type=int, default=0, help="first N PDFs by id (0: all)")
     pl.add_argument("--chunk-strategy", default="fixed", help="fixed | sentence | section")
