@@ -10,6 +10,7 @@ Modules:
 - ``index_page``: the front page
 - ``kernels``: kernels that start in parallel
 - ``markdown``: Markdown posts
+- ``parameters_cell``: a notebook's declared parameters, read without papermill
 - ``md_tables``: HTML tables as pipe tables, spans kept cell for cell
 - ``profiles``: profiles and their validation
 - ``publish``: nothing secret reaches a page
