@@ -203,3 +203,30 @@ def test_every_public_reading_has_a_docstring():
     for name in readings.__all__:
         obj = getattr(readings, name)
         assert inspect.getdoc(obj), f"readings.{name} has no docstring"
+
+
+def _judge_run(ba, diff=None, low=None, high=None, p=0.5, contradict=(10, 20)):
+    m = {"balanced_accuracy": ba, "ci_low": ba - 0.05, "ci_high": ba + 0.05, "n": 40,
+         "class_recall": {"CONTRADICT": {"k": contradict[0], "n": contradict[1]}}}  # fmt: skip
+    if diff is not None:
+        m["paired"] = {"baseline": "base", "diff": diff, "ci_low": low, "ci_high": high, "p": p}
+    return m
+
+
+def test_the_candidate_reading_applies_the_rule_to_candidates_only():
+    dev = {
+        "old": _judge_run(0.70, -0.02, -0.05, 0.01),  # a previous judge, not a candidate
+        "base": _judge_run(0.72),
+        "cand": _judge_run(0.75, 0.03, -0.01, 0.07, p=0.0002),
+    }
+    text = readings.judge_candidates(dev, {}, "base", ["cand"], {"yes": "not run: fetch"}).data
+    assert "`old`" not in text and "`cand` scores 0.750" in text
+    assert "+0.030 against base" in text and "p = 0.0002" in text
+    assert "none does, so `base` grades every answer below" in text
+    assert "`yes`: not run: fetch" in text
+    dev["cand"]["paired"]["ci_low"] = 0.004  # the whole CI above zero: it clears the rule
+    claims = {"base": _judge_run(0.5, contradict=(6, 30)), "cand": _judge_run(0.6, 0.1, 0.0, 0.2)}
+    text = readings.judge_candidates(dev, claims, "base", ["cand"], {}).data
+    assert "`cand` clears it on these pairs" in text
+    assert "passes 24 of 30 that contradict their passage" in text
+    assert "on the claims about the corpus papers 0.600" in text

@@ -30,27 +30,35 @@ def judge_validation(jm: dict[str, Any], target: float = 0.75) -> Any:
     return md(text)
 
 
+def _p(p: float) -> str:
+    return f"p = {p:.3f}" if p >= 0.001 else f"p = {p:.1g}"
+
+
 def _paired_line(m: dict[str, Any]) -> str:
     d = m["paired"]
     c = m["class_recall"]["CONTRADICT"]
     return (
         f"{interval(CI.from_dict(m, 'balanced_accuracy'))}, {d['diff']:+.3f} against "
         f"{d['baseline']} on the same pairs (95 % CI {d['ci_low']:+.3f} to {d['ci_high']:+.3f}, "
-        f"randomisation p = {d['p']:.3f}), {c['k']} of {c['n']} contradictions caught"
+        f"randomisation {_p(d['p'])}), {c['k']} of {c['n']} contradictions caught"
     )
 
 
 def judge_candidates(
-    dev: dict[str, Any], claims: dict[str, Any], default: str, not_run: dict[str, str]
+    dev: dict[str, Any],
+    claims: dict[str, Any],
+    default: str,
+    candidates: list[str],
+    not_run: dict[str, str],
 ) -> Any:
     """The candidate judges beside the default on SciFact dev (and the lab's own claims), and
     whether one replaces it by the pre-registered rule: a paired difference on dev whose whole
     95 % CI lies above zero."""
-    names = [n for n in dev if "paired" in dev[n]]
+    names = [n for n in candidates if "paired" in dev.get(n, {})]
     parts = []
     for n in names:
         text = f"`{n}` scores {_paired_line(dev[n])} on SciFact dev"
-        if n in claims and "paired" in claims[n]:
+        if "paired" in claims.get(n, {}):
             text += f"; on the claims about the corpus papers {_paired_line(claims[n])}"
         parts.append(text + ".")
     if claims.get(default):
