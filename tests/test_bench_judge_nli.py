@@ -41,3 +41,20 @@ def test_compare_scores_every_judge_and_pairs_them_with_the_baseline(tmp_path):
     assert out["oracle"]["paired_minus_yes"]["diff"] == 0.5
     assert out["oracle"]["right_by_kind"] == {"kC": "1/1", "kN": "1/1", "kS": "2/2"}
     assert out["yes"]["right_by_kind"]["kS"] == "2/2" and out["yes"]["right_by_kind"]["kC"] == "0/1"
+
+
+def test_a_cached_rerun_keeps_the_timing_of_the_run_that_computed():
+    from rag.bench.judge_nli import keep_cold_timing
+
+    def row(seconds, n=90, judge="nli"):
+        return {"judge": judge, "n": n, "seconds": seconds, "pairs_per_s": None}
+
+    earlier = {"corpus_claims": {"nli": row(19.1) | {"pairs_per_s": 4.71}, "yes": row(0.0)}}
+    doc = {"corpus_claims": {"nli": row(0.0), "yes": row(0.0), "off": row(0.01, n=80)}}
+    kept = keep_cold_timing(doc, earlier)["corpus_claims"]
+    assert kept["nli"]["seconds"] == 19.1 and kept["nli"]["pairs_per_s"] == 4.71
+    assert "timing_from" in kept["nli"]
+    assert kept["yes"]["seconds"] == 0.0 and "timing_from" not in kept["yes"]  # nothing measured
+    assert "timing_from" not in kept["off"]  # no earlier row for it
+    other_n = keep_cold_timing({"corpus_claims": {"nli": row(0.0, n=80)}}, earlier)
+    assert "timing_from" not in other_n["corpus_claims"]["nli"]
