@@ -26,6 +26,7 @@ or :data:`rag.report.results_claims.RESULTS_CLAIMS` (docs/results.md), and
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -223,11 +224,13 @@ def test_an_edited_number_of_the_full_table_is_reported(tmp_path):
     page = root / "docs" / "results.md"
     text = page.read_text(encoding="utf-8")
     page.unlink()
-    old = "multi-query > HyDE by 0.067 (0.031–0.104, p = 0.005)"
-    page.write_text(text.replace(old, old.replace("0.067", "0.068")), encoding="utf-8")
+    shown = re.search(r"multi-query > HyDE by (\d\.\d{3}) \(", text)  # the number a re-render wrote
+    assert shown, "docs/results.md states the multi-query - HyDE gap"
+    edited = f"{float(shown.group(1)) + 0.001:.3f}"
+    page.write_text(text.replace(shown.group(0), shown.group(0).replace(shown.group(1), edited)))
     problems = [str(p) for p in freshness.results_page_problems(root)]
     assert len(problems) == 1 and "docs/results.md results row 'Which gaps are real'" in problems[0]
-    assert "says 0.068 (my)" in problems[0]
+    assert f"says {edited} (my)" in problems[0]
 
 
 @pytest.fixture()
@@ -245,12 +248,17 @@ def _replace(path: Path, old: str, new: str) -> None:
 
 def test_an_edited_readme_number_is_reported(readme_copy):
     before = freshness.readme_problems(readme_copy)  # empty unless the committed files moved
-    _replace(readme_copy, "hybrid 0.685 (0.642–0.726)", "hybrid 0.686 (0.642–0.726)")
+    text = readme_copy.read_text(encoding="utf-8")
+    shown = re.search(r"hybrid (\d\.\d{3}) \(\d\.\d{3}–\d\.\d{3}\) \| 300 queries", text)
+    assert shown, "the README states SciFact's hybrid nDCG@10"
+    edited = f"{float(shown.group(1)) + 0.001:.3f}"
+    _replace(readme_copy, shown.group(0), shown.group(0).replace(shown.group(1), edited, 1))
     problems = [p for p in freshness.readme_problems(readme_copy) if p not in before]
     assert [p.where for p in problems] == ["README results row 'The SciFact table is reproduced'"]
-    assert "says 0.686 (h) where outputs/default/04_retrieval/metrics.json: " in problems[0].what
-    assert "scifact.hybrid.ndcg@10.mean is 0.68" in problems[0].what
-    assert problems[0].what.endswith("i.e. 0.685")
+    source = "outputs/default/04_retrieval/metrics.json: "
+    assert f"says {edited} (h) where {source}" in problems[0].what
+    assert "scifact.hybrid.ndcg@10.mean is 0.6" in problems[0].what
+    assert problems[0].what.endswith(f"i.e. {shown.group(1)}")
 
 
 def test_an_edited_count_a_reworded_claim_and_an_unchecked_number_are_reported(readme_copy):
