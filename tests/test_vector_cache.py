@@ -122,3 +122,57 @@ def test_two_runs_on_one_cache_embed_each_text_once(tmp_cache):
     for s in stats:  # what a run did not find at its start, it embedded or saw done meanwhile
         assert s["cached"] + s["embedded"] + s["done_elsewhere"] == len(texts)
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_many_openers_of_a_new_cache_at_once_all_get_it(tmp_cache):
+    """Creating the file, switching it to WAL and writing its schema is one step under the cache's
+    lock: openers racing on a new cache never see "database is locked"."""
+    errors: list[BaseException] = []
+    for round_ in range(12):
+        fingerprint = f"race-{round_}"
+        start = threading.Barrier(6)
+
+        def open_once(fp: str = fingerprint, barrier: threading.Barrier = start) -> None:
+            barrier.wait()
+            try:
+                with VectorCache.open(fp, 4, name="race") as vc:
+                    vc.put([text_key(fp)], np.eye(1, 4, dtype=np.float32))
+            except BaseException as e:  # collected: a thread's exception would be lost
+                errors.append(e)
+
+        threads = [threading.Thread(target=open_once) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert all(_rows(f"race-{r}") == 1 for r in range(12))
+
+
+def test_an_existing_cache_opens_while_a_job_holds_its_lock(tmp_cache):
+    with VectorCache.open("busy", 4) as vc:
+        vc.put([text_key("a")], np.eye(1, 4, dtype=np.float32))
+    held, release, opened = threading.Event(), threading.Event(), threading.Event()
+
+    def job() -> None:
+        with VectorCache.open("busy", 4) as vc, vc.lock():
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=job)
+    t.start()
+    held.wait(10)
+
+    def reader() -> None:
+        with VectorCache.open("busy", 4) as vc:
+            assert list(vc.get([text_key("a")])) == [text_key("a")]
+        opened.set()
+
+    r = threading.Thread(target=reader)
+    r.start()
+    try:
+        assert opened.wait(5), "a reader waited for a running job's lock to open the cache"
+    finally:
+        release.set()
+        t.join()
+        r.join()

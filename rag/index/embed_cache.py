@@ -97,6 +97,18 @@ def bad_rows(vecs: np.ndarray, dim: int) -> np.ndarray:
     return np.flatnonzero(~ok)
 
 
+@contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    """An exclusive advisory ``flock`` on ``path``'s ``.lock`` file, released by the kernel if the
+    process dies."""
+    fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 class VectorCache:
     """One embedder fingerprint's passage vectors on disk; the one way vectors enter or leave.
 
@@ -125,14 +137,21 @@ class VectorCache:
         path = cache_path(fingerprint)
         con = sqlite3.connect(path, timeout=60)
         try:
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
-            con.execute("CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, v BLOB NOT NULL)")
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('fingerprint', ?)", (fingerprint,))
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('dim', ?)", (str(dim),))
-            if name:
-                con.execute("INSERT OR IGNORE INTO meta VALUES ('name', ?)", (name,))
-            con.commit()
+            # Switching a new file to WAL takes an exclusive lock that SQLite does not wait for
+            # ("database is locked" when two openers race), so a file not yet in WAL is set up
+            # under the cache's lock; an existing cache opens without waiting for a running job.
+            wal = con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            with nullcontext() if wal else _flock(path):
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
+                con.execute(
+                    "CREATE TABLE IF NOT EXISTS vec (key BLOB PRIMARY KEY, v BLOB NOT NULL)"
+                )
+                con.execute("INSERT OR IGNORE INTO meta VALUES ('fingerprint', ?)", (fingerprint,))
+                con.execute("INSERT OR IGNORE INTO meta VALUES ('dim', ?)", (str(dim),))
+                if name:
+                    con.execute("INSERT OR IGNORE INTO meta VALUES ('name', ?)", (name,))
+                con.commit()
             have = dict(con.execute("SELECT k, v FROM meta").fetchall())
             if have.get("fingerprint") != fingerprint or have.get("dim") != str(dim):
                 raise IndexBuildError(
@@ -205,12 +224,8 @@ class VectorCache:
     def lock(self) -> Iterator[None]:
         """Hold this cache's cross-process lock (an advisory ``flock`` beside the file, released
         by the kernel if the process dies)."""
-        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with _flock(self.path):
             yield
-        finally:
-            os.close(fd)
 
 
 def stored_caches() -> list[dict[str, object]]:
