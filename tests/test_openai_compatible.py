@@ -29,7 +29,7 @@ from rag.answer.extractive import ExtractiveAnswerer
 from rag.answer.run import answer_each
 from rag.errors import ConfigError
 from rag.llm.cache import CompletionCache
-from rag.llm.errors import MalformedResponse, RetriesExhausted
+from rag.llm.errors import EndpointRefused, MalformedResponse, RetriesExhausted
 from rag.llm.factory import make_chat_model, model_status
 from rag.llm.local_weights import converted_gguf
 from rag.llm.meter import CostMeter
@@ -239,9 +239,12 @@ def test_endpoint_failures_become_named_errors(behaviour, error, message):
 
 
 def test_a_server_that_is_down_is_a_failed_row():
-    chat = _failing_chat(f"http://127.0.0.1:{free_port()}/v1")
-    with pytest.raises(RetriesExhausted, match="onnect"):
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    chat = _failing_chat(url)
+    with pytest.raises(EndpointRefused, match="connection refused") as err:
         chat.complete(Q, max_tokens=4)
+    assert isinstance(err.value, RetriesExhausted) and err.value.endpoint.rstrip("/") == url
+    assert "not retried" in str(err.value) and url in str(err.value)
     hit = {"chunk_id": "p#0", "paper_id": "2401.00001", "page": 1, "section": "", "score": 1.0}
     from rag.types import Hit
 
@@ -257,7 +260,7 @@ def test_a_server_that_is_down_is_a_failed_row():
         progress=False,
     )
     assert list(answers) == ["extractive-bm25"]
-    assert status["openai-compatible:m"].startswith("failed: RetriesExhausted")
+    assert status["openai-compatible:m"].startswith("failed: EndpointRefused: ")
 
 
 def test_no_endpoint_is_not_run_with_the_variable_named(monkeypatch):

@@ -16,6 +16,11 @@ class RetriesExhausted(LLMError):
         self.endpoint = endpoint
 
 
+class EndpointRefused(RetriesExhausted):
+    """The connection was refused: nothing listens at the address (a local server not started, a
+    wrong port), which a retry seconds later will not change, so it is not retried."""
+
+
 class RequestRejected(LLMError):
     """The provider refused the request for good (400, 401, 403, 404, ...): retrying won't help."""
 

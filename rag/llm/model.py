@@ -236,7 +236,7 @@ class CachedChatModel:
             )
         except RetriesExhausted as e:
             if where := getattr(self._backend, "endpoint", ""):
-                raise RetriesExhausted(f"{e} (endpoint {where})", endpoint=where) from e
+                raise type(e)(f"{e} (endpoint {where})", endpoint=where) from e
             raise
         latency = time.perf_counter() - t0
         entry = CacheEntry(

@@ -3,8 +3,10 @@
 Wait before retry *n* (1-based) is ``min(backoff_max, backoff_initial * 2**(n-1)) + U(0, jitter)``
 ("full jitter" spreads clients that failed together, AWS Architecture Blog, 2015). Transient:
 HTTP 408/409/429/5xx, timeouts and connection errors, as recognised on the exception classes of
-the ``openai``, ``anthropic`` and ``groq`` SDKs (all three share the same error shapes). The SDKs'
-own retries are disabled (``max_retries=0``) so these are the only ones.
+the ``openai``, ``anthropic`` and ``groq`` SDKs (all three share the same error shapes). A refused
+connection is not transient: nothing listens at the address (a local server not started, a wrong
+port), so it fails at once as :class:`EndpointRefused` instead of after the whole backoff. The
+SDKs' own retries are disabled (``max_retries=0``) so these are the only ones.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from tenacity import (
 )
 
 from rag.errors import LLMError
-from rag.llm.errors import MalformedResponse, RequestRejected, RetriesExhausted
+from rag.llm.errors import EndpointRefused, MalformedResponse, RequestRejected, RetriesExhausted
 from rag.llm.settings import KEY_ENV, LLMSettings
 
 log = logging.getLogger(__name__)
@@ -60,11 +62,24 @@ def status_of(exc: BaseException) -> int | None:
     return int(exc.status_code) if isinstance(exc, status) else None  # type: ignore[attr-defined]
 
 
+def refused(exc: BaseException) -> bool:
+    """Whether ``exc`` or an exception it was raised from is a refused connection."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, ConnectionRefusedError):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Whether another attempt may succeed (429, 5xx, 408, 409, timeout, connection error)."""
+    """Whether another attempt may succeed (429, 5xx, 408, 409, timeout, a connection error other
+    than a refused connection)."""
     conn = _sdk_error_types()[0]
     if isinstance(exc, conn):
-        return True
+        return not refused(exc)
     code = status_of(exc)
     return code is not None and (code in TRANSIENT_STATUS or code >= 500)
 
@@ -126,6 +141,11 @@ def call_with_retries(fn: Callable[[], T], *, provider: str, model: str, s: LLMS
     except LLMError:
         raise
     except Exception as e:
+        if isinstance(e, _sdk_error_types()[0]) and refused(e):
+            raise EndpointRefused(
+                f"{label}: connection refused, nothing listens there (not retried); start the "
+                f"server or check the {provider} base URL, then re-run"
+            ) from e
         if is_transient(e):
             raise RetriesExhausted(
                 f"{label}: {_what_failed(e)} on all {s.max_attempts} attempts; "
