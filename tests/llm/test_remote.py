@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 
 import pytest
 
 from rag.errors import ConfigError, LLMError, ProviderUnavailable
-from rag.llm.errors import MalformedResponse, RequestRejected, RetriesExhausted
+from rag.llm.errors import EndpointRefused, MalformedResponse, RequestRejected, RetriesExhausted
 from rag.llm.factory import available_models, make_chat_model
 from rag.llm.settings import ApiKeys
 from rag.llm.testing import FakeLLMServer
@@ -113,10 +115,36 @@ def test_server_down_is_a_clear_error(keys):
     model = make_chat_model(
         "llama-3.1-8b-instant", fast_settings(groq_base_url=url), cache=None, meter=None, keys=keys
     )
-    with pytest.raises(
-        RetriesExhausted, match=r"APIConnectionError.*check the network and the groq"
-    ):
+    with pytest.raises(EndpointRefused, match=r"connection refused.*check the groq base URL"):
         model.complete(HI)
+
+
+def test_a_server_that_drops_connections_is_retried_then_a_clear_error(keys):
+    """A listener that closes every connection unanswered: a transient connection error, retried
+    on every attempt (unlike a refused connection), then named with the advice to check it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[int] = []
+
+    def drop() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # the listener was closed: the test is over
+                return
+            accepted.append(1)
+            conn.close()
+
+    threading.Thread(target=drop, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    settings = fast_settings(groq_base_url=url)
+    model = make_chat_model("llama-3.1-8b-instant", settings, cache=None, meter=None, keys=keys)
+    try:
+        with pytest.raises(RetriesExhausted, match=r"APIConnectionError.*check the network") as e:
+            model.complete(HI)
+    finally:
+        listener.close()
+    assert not isinstance(e.value, EndpointRefused)
+    assert len(accepted) == settings.max_attempts
 
 
 @pytest.mark.parametrize("what", ["malformed", "not_json", "bad_json"])
