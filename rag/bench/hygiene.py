@@ -379,6 +379,17 @@ def _scifact(committed: Mapping[str, Any], seed: int) -> dict[str, Any]:
     }
 
 
+def print_paired(paired: Mapping[str, Any]) -> None:
+    """One line per retriever and metric of a paired on-minus-off comparison."""
+    for name, ms in paired.items():
+        for m, d in ms.items():
+            print(
+                f"{name:<12}{m:<10} off {d['off']:.4f} on {d['on']:.4f} diff {d['diff']:+.4f} "
+                f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] p {d['p_value']:.3g} "
+                f"(Holm {d['p_holm']:.3g}), {d['questions_changed']} questions changed"
+            )
+
+
 def print_summary(res: Mapping[str, Any]) -> None:
     """The counts, the validation and the paired changes, one line each."""
     c = res["counts"]
@@ -394,13 +405,7 @@ def print_summary(res: Mapping[str, Any]) -> None:
         f"[{p['wilson_low']:.3f}, {p['wilson_high']:.3f}], recall on sample {r['k']}/{r['n']} "
         f"[{r['wilson_low']:.3f}, {r['wilson_high']:.3f}]"
     )
-    for name, ms in res["paired_on_minus_off"].items():
-        for m, d in ms.items():
-            print(
-                f"{name:<12}{m:<10} off {d['off']:.4f} on {d['on']:.4f} diff {d['diff']:+.4f} "
-                f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] p {d['p_value']:.3g} "
-                f"(Holm {d['p_holm']:.3g}), {d['questions_changed']} questions changed"
-            )
+    print_paired(res["paired_on_minus_off"])
     print(f"off vs committed 04, max |mean diff|: {res['off_vs_committed_04_max_abs_diff']}")
     print(
         f"questions with a dropped chunk in the top 10, off: {res['dropped_chunks_in_top10_off']}"

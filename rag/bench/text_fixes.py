@@ -39,6 +39,7 @@ from rag.bench.hygiene import (
     RETRIEVERS,
     check_committed,
     paired_changes,
+    print_paired,
     questions_differing,
 )
 from rag.errors import EvaluationError
@@ -218,13 +219,7 @@ def measure(*, seed: int = 0) -> dict[str, Any]:
 def print_summary(res: Mapping[str, Any]) -> None:
     """The counts and the paired changes, one line each."""
     print(f"counts: {res['counts']}")
-    for name, ms in res["paired_on_minus_off"].items():
-        for m, d in ms.items():
-            print(
-                f"{name:<12}{m:<10} off {d['off']:.4f} on {d['on']:.4f} diff {d['diff']:+.4f} "
-                f"[{d['ci_low']:+.4f}, {d['ci_high']:+.4f}] p {d['p_value']:.3g} "
-                f"(Holm {d['p_holm']:.3g}), {d['questions_changed']} questions changed"
-            )
+    print_paired(res["paired_on_minus_off"])
     print(f"top-10 with a repaired chunk: {res['questions_with_a_repaired_chunk_in_top10']}")
     print(f"off vs committed 04, max |mean diff|: {res['off_vs_committed_04_max_abs_diff']}")
     differing = res["off_vs_committed_04_questions_differing"]
